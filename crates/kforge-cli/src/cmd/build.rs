@@ -1,0 +1,8 @@
+//! `kforge build` (placeholder until its crate lands; the owning work replaces this file).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`kforge build` is not available in this build yet")
+}

@@ -1,0 +1,8 @@
+//! `kforge hub` (placeholder until its crate lands; the owning work replaces this file).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("`kforge hub` is not available in this build yet")
+}
