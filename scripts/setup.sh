@@ -15,7 +15,7 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 stamp="$venv/.kforge-requirements.sha256"
-want="$(cat "$repo/requirements-dev.txt" "$repo/python/pyproject.toml" 2>/dev/null | sha256sum | cut -d' ' -f1)"
+want="$({ cat "$repo/requirements-dev.txt"; cat "$repo/python/pyproject.toml" 2>/dev/null || true; } | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "setup: installing Python packages (first time: torch and its CUDA libraries, ~3 GB)"
     "$venv/bin/python" -m pip install -q --upgrade pip
