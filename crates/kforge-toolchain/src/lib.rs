@@ -1,14 +1,107 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Hermetic toolchains for kforge builds: pinned wheels fetched by name, verified, unpacked into a shared cache.
+
+mod cache;
+mod gxx;
+mod sets;
+
+pub use cache::{Cache, CacheStats};
+pub use gxx::{Gxx, detect_gxx};
+pub use sets::{BuildSet, LockedPackage, build_sets, locked_package};
+
+use std::path::PathBuf;
+
+/// Everything wrong with obtaining a toolchain, each with what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "could not download {package}=={version} with `{python} -m pip download`: {detail}\n  fix: check network access and that pip works in {python}, or set KFORGE_PYTHON to a python with pip"
+    )]
+    Download {
+        package: String,
+        version: String,
+        python: String,
+        detail: String,
+    },
+    #[error(
+        "sha256 mismatch for {file}: expected {expected}, got {actual}\n  fix: the download is corrupt or the lock file in crates/kforge-toolchain/data/toolchain.lock is wrong; nothing was cached"
+    )]
+    HashMismatch {
+        file: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("cannot unpack {file}: {detail}")]
+    Unpack { file: String, detail: String },
+    #[error("package {0} is used by a build set but has no pin in toolchain.lock")]
+    NotLocked(String),
+    #[error(
+        "no C++ compiler: `{command}` failed ({detail})\n  fix: install g++ (e.g. `apt-get install g++`) or set CXX"
+    )]
+    NoCompiler { command: String, detail: String },
+    #[error("embedded toolchain data is invalid: {0}")]
+    Data(String),
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn io_err(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> ToolchainError {
+    let path = path.into();
+    move |source| ToolchainError::Io { path, source }
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+/// The directories a build uses for one build set, all inside the cache.
+#[derive(Debug, Clone)]
+pub struct Toolchain {
+    pub set: BuildSet,
+    /// `torch/include` and `torch/include/torch/csrc/api/include`.
+    pub torch_includes: Vec<PathBuf>,
+    pub torch_lib: PathBuf,
+    /// Merged CUDA tree (bin/nvcc, include/, lib/, nvvm/), for CUDA sets.
+    pub cuda_root: Option<PathBuf>,
+    pub gxx: Gxx,
+    /// Hash of every pinned wheel and the host compiler: part of every action-cache key.
+    pub id: String,
+}
+
+impl Toolchain {
+    pub fn nvcc(&self) -> Option<PathBuf> {
+        self.cuda_root.as_ref().map(|r| r.join("bin/nvcc"))
     }
+}
+
+/// Fetch (once) and assemble the toolchain of a build set.
+pub fn prepare(cache: &Cache, set: &BuildSet) -> Result<Toolchain, ToolchainError> {
+    let gxx = detect_gxx()?;
+    let mut pins = Vec::new();
+    for name in &set.packages {
+        pins.push(locked_package(name)?);
+    }
+    let torch = pins
+        .iter()
+        .find(|p| p.name == "torch")
+        .ok_or_else(|| ToolchainError::Data(format!("build set {} lacks torch", set.key())))?;
+    let torch_dir = cache.ensure_unpacked(&[torch])?;
+    let cuda: Vec<&LockedPackage> = pins.iter().filter(|p| p.name != "torch").collect();
+    let cuda_root = if cuda.is_empty() {
+        None
+    } else {
+        Some(cache.ensure_unpacked(&cuda)?)
+    };
+    let mut id_src = format!("gxx={};", gxx.version_line);
+    for p in &pins {
+        id_src.push_str(&format!("{}={}:{};", p.name, p.version, p.sha256));
+    }
+    let inc = torch_dir.join("torch/include");
+    Ok(Toolchain {
+        set: set.clone(),
+        torch_includes: vec![inc.clone(), inc.join("torch/csrc/api/include")],
+        torch_lib: torch_dir.join("torch/lib"),
+        cuda_root,
+        gxx,
+        id: cache::sha256_hex(id_src.as_bytes())[..16].to_string(),
+    })
 }

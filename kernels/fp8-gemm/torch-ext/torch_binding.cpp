@@ -1,0 +1,75 @@
+#include "torch_binding.h"
+
+#include <ATen/ATen.h>
+
+#include "registration.h"
+
+namespace {
+int64_t ceil_div(int64_t x, int64_t y) { return (x + y - 1) / y; }
+
+// Every argument is checked here, once, so each backend can assume a valid problem.
+void check_args(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+                const at::Tensor &c) {
+  TORCH_CHECK(a.dim() == 2, "gemm: a must be 2-D [M, K], got ", a.dim(), " dims");
+  TORCH_CHECK(b.dim() == 2, "gemm: b must be 2-D [N, K], got ", b.dim(), " dims");
+  auto is_fp8 = [](at::ScalarType t) {
+    return t == at::kFloat8_e4m3fn || t == at::kFloat8_e4m3fnuz;
+  };
+  TORCH_CHECK(is_fp8(a.scalar_type()), "gemm: a must be float8_e4m3fn or float8_e4m3fnuz, got ",
+              a.scalar_type());
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "gemm: b must have the same dtype as a (", a.scalar_type(),
+              "), got ", b.scalar_type());
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
+  TORCH_CHECK(b.size(1) == K, "gemm: b must be [N, K] with K = ", K, " (from a), got K = ", b.size(1));
+  const int64_t kb = ceil_div(K, 128);
+  TORCH_CHECK(a_scale.scalar_type() == at::kFloat, "gemm: a_scale must be float32, got ", a_scale.scalar_type());
+  TORCH_CHECK(b_scale.scalar_type() == at::kFloat, "gemm: b_scale must be float32, got ", b_scale.scalar_type());
+  TORCH_CHECK(a_scale.dim() == 2 && a_scale.size(0) == M && a_scale.size(1) == kb,
+              "gemm: a_scale must be [M, ceil(K/128)] = [", M, ", ", kb, "], got ", a_scale.sizes());
+  TORCH_CHECK(b_scale.dim() == 2 && b_scale.size(0) == ceil_div(N, 128) && b_scale.size(1) == kb,
+              "gemm: b_scale must be [ceil(N/128), ceil(K/128)] = [", ceil_div(N, 128), ", ", kb, "], got ",
+              b_scale.sizes());
+  TORCH_CHECK(c.scalar_type() == at::kBFloat16, "gemm: c must be bfloat16, got ", c.scalar_type());
+  TORCH_CHECK(c.dim() == 2 && c.size(0) == M && c.size(1) == N, "gemm: c must be [M, N] = [", M, ", ", N,
+              "], got ", c.sizes());
+  TORCH_CHECK(c.is_contiguous(), "gemm: c must be row-major contiguous, got strides ", c.strides());
+  for (const auto *t : {&b, &a_scale, &b_scale, &c}) {
+    TORCH_CHECK(t->device() == a.device(), "gemm: all tensors must be on ", a.device(), ", got one on ",
+                t->device());
+  }
+}
+}  // namespace
+
+void gemm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+          at::Tensor &c) {
+  check_args(a, b, a_scale, b_scale, c);
+#if defined(CUDA_KERNEL)
+  if (a.device().is_cuda()) return gemm_cuda(a, b, a_scale, b_scale, c);
+#endif
+#if defined(CPU_KERNEL)
+  if (a.device().is_cpu()) return gemm_cpu(a, b, a_scale, b_scale, c);
+#endif
+  TORCH_CHECK(false, "gemm: this build has no backend for tensors on ", a.device());
+}
+
+// The CPU and generic CUDA paths accumulate every product in fp32 (no fp8 tensor cores), so they serve both
+// modes; a tensor-core fast path would differ here.
+void gemm_strict(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
+                 const at::Tensor &b_scale, at::Tensor &c) {
+  gemm(a, b, a_scale, b_scale, c);
+}
+
+TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
+  ops.def("gemm(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor! c) -> ()");
+  ops.def("gemm_strict(Tensor a, Tensor b, Tensor a_scale, Tensor b_scale, Tensor! c) -> ()");
+#if defined(CPU_KERNEL)
+  ops.impl("gemm", c10::kCPU, &gemm);
+  ops.impl("gemm_strict", c10::kCPU, &gemm_strict);
+#endif
+#if defined(CUDA_KERNEL)
+  ops.impl("gemm", c10::kCUDA, &gemm);
+  ops.impl("gemm_strict", c10::kCUDA, &gemm_strict);
+#endif
+}
+
+REGISTER_EXTENSION(TORCH_EXTENSION_NAME)

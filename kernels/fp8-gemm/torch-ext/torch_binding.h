@@ -1,0 +1,13 @@
+#pragma once
+#include <torch/library.h>
+
+// c = dequant(a) @ dequant(b).T with 1x128 (a) and 128x128 (b) fp32 block scales; strict selects the
+// per-element-accurate path where a backend has a faster, less exact one.
+void gemm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+          at::Tensor &c);
+void gemm_strict(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
+                 const at::Tensor &b_scale, at::Tensor &c);
+void gemm_cpu(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+              at::Tensor &c);
+void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+               at::Tensor &c);

@@ -1,0 +1,1 @@
+"""Reusable test helpers shared by kforge's Python test suites."""
