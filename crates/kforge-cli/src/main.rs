@@ -39,6 +39,12 @@ enum Command {
     Push(cmd::push::Args),
     /// Download a kernel version from a hub.
     Pull(cmd::pull::Args),
+    /// Resolve the kernels a Python project depends on into kernels.lock, with per-variant hashes.
+    Lock(cmd::lock::Args),
+    /// Download the locked kernels of a Python project into the cache (or a directory).
+    Download(cmd::download::Args),
+    /// Verify a built or downloaded variant: digest and signature.
+    Verify(cmd::verify::Args),
 }
 
 fn init_tracing(verbose: u8) {
@@ -71,6 +77,9 @@ fn main() -> ExitCode {
         Command::Hub(args) => cmd::hub::run(args),
         Command::Push(args) => cmd::push::run(args),
         Command::Pull(args) => cmd::pull::run(args),
+        Command::Lock(args) => cmd::lock::run(args),
+        Command::Download(args) => cmd::download::run(args),
+        Command::Verify(args) => cmd::verify::run(args),
     };
     cmd::finish(result)
 }

@@ -6,12 +6,15 @@ pub mod abi;
 pub mod build;
 pub mod cache;
 pub mod check;
+pub mod download;
 pub mod hub;
 pub mod init;
+pub mod lock;
 pub mod pull;
 pub mod push;
 pub mod update_build;
 pub mod variants;
+pub mod verify;
 
 /// Returned by a command that has already printed its own diagnostics: exit non-zero, print nothing more.
 #[derive(Debug)]
