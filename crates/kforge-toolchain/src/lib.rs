@@ -2,10 +2,12 @@
 
 mod cache;
 mod gxx;
+mod python;
 mod sets;
 
 pub use cache::{Cache, CacheStats};
 pub use gxx::{Gxx, detect_gxx};
+pub use python::{PythonHeaders, detect_python};
 pub use sets::{BuildSet, LockedPackage, build_sets, locked_package};
 
 use std::path::PathBuf;
@@ -44,6 +46,10 @@ pub enum ToolchainError {
         "no C++ compiler: `{command}` failed ({detail})\n  fix: install g++ (e.g. `apt-get install g++`) or set CXX"
     )]
     NoCompiler { command: String, detail: String },
+    #[error(
+        "no usable Python for headers: `{command}`: {detail}\n  fix: set KFORGE_PYTHON to a python (3.9+) that has its C headers"
+    )]
+    NoPython { command: String, detail: String },
     #[error("embedded toolchain data is invalid: {0}")]
     Data(String),
 }
@@ -63,6 +69,9 @@ pub struct Toolchain {
     /// Merged CUDA tree (bin/nvcc, include/, lib/, nvvm/), for CUDA sets.
     pub cuda_root: Option<PathBuf>,
     pub gxx: Gxx,
+    pub python: PythonHeaders,
+    /// The cache root everything above lives in (mapped away in outputs for reproducibility).
+    pub cache_root: PathBuf,
     /// Hash of every pinned wheel and the host compiler: part of every action-cache key.
     pub id: String,
 }
@@ -76,6 +85,7 @@ impl Toolchain {
 /// Fetch (once) and assemble the toolchain of a build set.
 pub fn prepare(cache: &Cache, set: &BuildSet) -> Result<Toolchain, ToolchainError> {
     let gxx = detect_gxx()?;
+    let python = detect_python()?;
     let mut pins = Vec::new();
     for name in &set.packages {
         pins.push(locked_package(name)?);
@@ -91,7 +101,12 @@ pub fn prepare(cache: &Cache, set: &BuildSet) -> Result<Toolchain, ToolchainErro
     } else {
         Some(cache.ensure_unpacked(&cuda)?)
     };
-    let mut id_src = format!("gxx={};", gxx.version_line);
+    let mut id_src = format!(
+        "gxx={};python={}:{};",
+        gxx.version_line,
+        python.version,
+        python.include.display()
+    );
     for p in &pins {
         id_src.push_str(&format!("{}={}:{};", p.name, p.version, p.sha256));
     }
@@ -102,6 +117,8 @@ pub fn prepare(cache: &Cache, set: &BuildSet) -> Result<Toolchain, ToolchainErro
         torch_lib: torch_dir.join("torch/lib"),
         cuda_root,
         gxx,
+        python,
+        cache_root: cache.root().to_path_buf(),
         id: cache::sha256_hex(id_src.as_bytes())[..16].to_string(),
     })
 }
