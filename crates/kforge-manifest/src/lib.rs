@@ -1,15 +1,59 @@
-//! kforge-manifest: the HF kernel project model (backends, versions, variant names, arch intersections).
+//! kforge-manifest: the HF kernel project model: `build.toml` (editions 3-5) with file:line:col
+//! diagnostics, layout rules, variant names, arch intersections, project id and `metadata.json`.
 
+pub mod diag;
+mod layout;
+pub mod metadata;
+mod model;
+mod parse;
+mod project;
 pub mod variant;
 mod version;
 
+pub use diag::{Problem, ProjectError};
+pub use model::{
+    BackendDepends, CudaGeneral, DEPENDS, Framework, GENERAL_PYTHON_DEPENDS, General, Hub,
+    KERNEL_BACKENDS, Kernel, KernelDepend, Manifest, StableAbi, TorchExt, TorchNoarch,
+    backend_python_depends,
+};
+pub use parse::{did_you_mean, valid_git_url, valid_kernel_project_name};
+pub use project::{Project, load_project, parse_manifest, project_id};
 pub use variant::{
     ArchError, Compute, Variant, VariantParseError, cuda_archs, ops_name, rocm_archs,
 };
 pub use version::{Version, VersionError};
 
 use std::fmt;
+use std::io::Write as _;
+use std::path::Path;
 use std::str::FromStr;
+
+/// Write `bytes` to `path` through a temporary file in the same directory and a rename, so that
+/// readers see the old or the new content, never a half-written file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.kforge-tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
 
 /// A compute backend as spelled in `general.backends` and `[kernel.*].backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -63,5 +107,18 @@ impl FromStr for Backend {
             .into_iter()
             .find(|b| b.as_str() == s)
             .ok_or_else(|| format!("unknown backend `{s}`"))
+    }
+}
+
+impl serde::Serialize for Backend {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Backend {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
