@@ -3,8 +3,6 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::Manifest;
-
 /// Checks paths written in `build.toml` against one project directory.
 pub(crate) struct PathRules {
     /// The canonical project directory.
@@ -133,10 +131,14 @@ fn missing_help(root: &Path, p: &Path, file: bool) -> String {
 }
 
 /// Project-level layout problems (message, help) that have no place in build.toml.
-pub(crate) fn check_package_dir(root: &Path, m: &Manifest) -> Vec<(&'static str, String, String)> {
+/// `name` is the kernel name of `[general]`, `ext` the framework's directory (`torch-ext`/`tvm-ffi-ext`).
+pub(crate) fn check_package_dir(
+    root: &Path,
+    name: &str,
+    ext: &str,
+) -> Vec<(&'static str, String, String)> {
     let mut out = Vec::new();
-    let py = m.general.python_name();
-    let ext = m.framework.ext_dir();
+    let py = name.replace('-', "_");
     let pkg = Path::new(ext).join(&py);
     let init = pkg.join("__init__.py");
     if !root.join(&init).is_file() {
@@ -145,7 +147,7 @@ pub(crate) fn check_package_dir(root: &Path, m: &Manifest) -> Vec<(&'static str,
             format!("python package file `{}` does not exist", init.display()),
             format!(
                 "the python package of kernel `{}` lives in `{}/`; create `{}` (it re-exports the ops)",
-                m.general.name,
+                name,
                 pkg.display(),
                 init.display()
             ),

@@ -25,6 +25,9 @@ pub(crate) struct Parser<'a> {
     edition: u8,
     /// Checks `src`/`include` paths against the project directory (absent when parsing a string).
     paths: Option<&'a PathRules>,
+    /// The valid kernel name and the framework's package directory, when known, so that layout checks
+    /// run even when other keys have errors.
+    pub(crate) package: (Option<String>, Option<&'static str>),
 }
 
 /// Keys of `[general]` and the first edition that knows each (3 = every edition).
@@ -189,6 +192,7 @@ impl<'a> Parser<'a> {
             problems: Vec::new(),
             edition: 5,
             paths,
+            package: (None, None),
         }
     }
 
@@ -289,6 +293,11 @@ impl<'a> Parser<'a> {
         self.check_keys(root, "the top level", None, ROOT_KEYS);
         let general = self.general(general_tbl, general_item.span());
         let framework = self.framework(root);
+        self.package.1 = match (&framework, root.contains_key("tvm-ffi")) {
+            (Some(f), _) => Some(f.ext_dir()),
+            (None, true) => Some("tvm-ffi-ext"),
+            (None, false) => Some("torch-ext"),
+        };
         let kernels = self.kernels(root, general.as_ref().map(|g| g.backends.as_slice()));
         let framework = framework?;
         if let (Framework::TorchNoarch(_), Some(k)) = (&framework, root.get("kernel"))
@@ -409,7 +418,29 @@ impl<'a> Parser<'a> {
         );
     }
 
-    fn missing_key(&mut self, key: &str, where_: &str, span: Option<Range<usize>>, example: &str) {
+    fn missing_key(
+        &mut self,
+        t: &dyn TableLike,
+        key: &str,
+        where_: &str,
+        span: Option<Range<usize>>,
+        example: &str,
+    ) {
+        // A misspelling of `key` already got an "unknown key, did you mean" error.
+        if let Some((typo, _)) = t
+            .iter()
+            .find(|(k, _)| *k != key && did_you_mean(k, [key]).is_some())
+        {
+            if !self
+                .problems
+                .iter()
+                .any(|p| p.message.contains(&format!("`{typo}`")))
+            {
+                let tspan = t.key(typo).and_then(|k| k.span());
+                self.unknown_key(typo, tspan, where_, [key].into_iter());
+            }
+            return;
+        }
         self.push_at(
             "manifest::missing-key",
             span,
@@ -577,12 +608,20 @@ impl<'a> Parser<'a> {
                         Some(format!("e.g. name = \"{}\"", if valid_kernel_project_name(&suggestion) { suggestion.as_str() } else { "my-kernel" })),
                     );
                     ok = false;
+                } else {
+                    self.package.0 = Some(name.clone());
                 }
                 g.name = name;
             }
             None => {
                 if !t.contains_key("name") {
-                    self.missing_key("name", "[general]", span.clone(), "`name = \"my-kernel\"`");
+                    self.missing_key(
+                        t,
+                        "name",
+                        "[general]",
+                        span.clone(),
+                        "`name = \"my-kernel\"`",
+                    );
                 }
                 ok = false;
             }
@@ -590,6 +629,7 @@ impl<'a> Parser<'a> {
         g.version = self.uint(t, "version", "general.version");
         if g.version.is_none() && self.edition >= 4 && !t.contains_key("version") {
             self.missing_key(
+                t,
                 "version",
                 "[general]",
                 span.clone(),
@@ -599,6 +639,7 @@ impl<'a> Parser<'a> {
         g.license = self.string(t, "license", "general.license").map(|(s, _)| s);
         if g.license.is_none() && self.edition >= 4 && !t.contains_key("license") {
             self.missing_key(
+                t,
                 "license",
                 "[general]",
                 span.clone(),
@@ -860,7 +901,13 @@ impl<'a> Parser<'a> {
                 .string(dt, "revision", &format!("{path}[{i}].revision"))
                 .map(|(s, _)| s);
             if repo_id.is_none() && !dt.contains_key("repo-id") {
-                self.missing_key("repo-id", &where_, span.clone(), "`repo-id = \"org/name\"`");
+                self.missing_key(
+                    dt,
+                    "repo-id",
+                    &where_,
+                    span.clone(),
+                    "`repo-id = \"org/name\"`",
+                );
             }
             if let Some((r, rspan)) = &repo_id {
                 let parts: Vec<&str> = r.split('/').collect();
@@ -953,6 +1000,7 @@ impl<'a> Parser<'a> {
                 self.check_keys(t, "[tvm-ffi]", span.clone(), TVM_FFI_KEYS);
                 if !t.contains_key("src") {
                     self.missing_key(
+                        t,
                         "src",
                         "[tvm-ffi]",
                         span.clone(),
@@ -1188,6 +1236,7 @@ impl<'a> Parser<'a> {
                         );
                     } else {
                         self.missing_key(
+                            t,
                             "backend",
                             &where_,
                             span,
@@ -1257,12 +1306,19 @@ impl<'a> Parser<'a> {
                 }
             }
             None if !t.contains_key("depends") => {
-                self.missing_key("depends", &where_, span.clone(), "`depends = [\"torch\"]`");
+                self.missing_key(
+                    t,
+                    "depends",
+                    &where_,
+                    span.clone(),
+                    "`depends = [\"torch\"]`",
+                );
             }
             None => {}
         }
         if !t.contains_key("src") {
             self.missing_key(
+                t,
                 "src",
                 &where_,
                 span.clone(),

@@ -101,11 +101,9 @@ pub fn load_project(dir: &Path) -> Result<Project, ProjectError> {
     let mut parser = Parser::new(Arc::new(text), &file, Some(&rules));
     let manifest = parser.parse();
     let mut problems = parser.problems;
-    if let Some(m) = &manifest {
-        for (code, message, help) in check_package_dir(&root, m) {
-            let pkg = dir
-                .join(m.framework.ext_dir())
-                .join(m.general.python_name());
+    if let (Some(name), Some(ext)) = parser.package {
+        let pkg = dir.join(ext).join(name.replace('-', "_"));
+        for (code, message, help) in check_package_dir(&root, &name, ext) {
             problems.push(Problem::new(code, &pkg, message).with_help(help));
         }
     }
