@@ -1,21 +1,10 @@
-//! Access tokens: stored as sha256 hashes in SQLite; the clear token is shown once, at creation.
+//! Access tokens and who may read or write what. Tokens are stored as sha256 hashes; the clear token is shown once.
 
 use std::io::Read;
-use std::path::Path;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
-use thiserror::Error;
 
-#[derive(Debug, Error)]
-pub enum AuthError {
-    #[error("token database: {0}")]
-    Db(#[from] rusqlite::Error),
-    #[error("reading random bytes for a token: {0}")]
-    Random(#[from] std::io::Error),
-    #[error("invalid name `{0}`: expected 1-96 characters of letters, digits, `-`, `_` or `.`")]
-    BadName(String),
-}
+use crate::model::Repo;
 
 /// Who a valid token belongs to and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,113 +14,85 @@ pub struct Identity {
     pub orgs: Vec<String>,
 }
 
-/// Token table inside the hub's SQLite database.
-pub struct TokenStore {
-    conn: Connection,
+impl Identity {
+    /// The user's own namespace or one of its organisations.
+    pub fn is_member(&self, namespace: &str) -> bool {
+        self.user == namespace || self.orgs.iter().any(|o| o == namespace)
+    }
+
+    pub fn can_write(&self, namespace: &str) -> bool {
+        self.write && self.is_member(namespace)
+    }
 }
 
-fn hash(token: &str) -> String {
+/// May `who` see `repo`? Public repos are readable by anyone; private ones by members of the namespace.
+pub fn can_read(who: Option<&Identity>, repo: &Repo) -> bool {
+    !repo.private || who.is_some_and(|id| id.is_member(&repo.key.namespace))
+}
+
+/// The stored form of a token.
+pub fn token_hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
-fn check_name(name: &str) -> Result<(), AuthError> {
-    let ok = !name.is_empty()
-        && name.len() <= 96
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        && !name.starts_with('.');
-    if ok {
-        Ok(())
-    } else {
-        Err(AuthError::BadName(name.to_owned()))
-    }
+/// A fresh token: `hf_` + 40 hex digits from the OS random source (the Hub's `hf_` prefix keeps clients happy).
+pub fn new_token() -> std::io::Result<String> {
+    let mut random = [0u8; 20];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+    Ok(format!("hf_{}", hex::encode(random)))
 }
 
-impl TokenStore {
-    pub fn open(db_path: &Path) -> Result<Self, AuthError> {
-        let conn = Connection::open(db_path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        conn.execute_batch(
-            "PRAGMA journal_mode=WAL;
-             CREATE TABLE IF NOT EXISTS tokens (
-                 hash TEXT PRIMARY KEY, user TEXT NOT NULL, write INTEGER NOT NULL, orgs TEXT NOT NULL);",
-        )?;
-        Ok(Self { conn })
-    }
-
-    /// Create a token for `user` and return it in clear (only its hash is stored).
-    pub fn create(&self, user: &str, write: bool, orgs: &[String]) -> Result<String, AuthError> {
-        check_name(user)?;
-        for org in orgs {
-            check_name(org)?;
-        }
-        let mut random = [0u8; 20];
-        std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
-        let token = format!("hf_{}", hex::encode(random));
-        self.conn.execute(
-            "INSERT INTO tokens (hash, user, write, orgs) VALUES (?1, ?2, ?3, ?4)",
-            params![hash(&token), user, write, orgs.join(",")],
-        )?;
-        Ok(token)
-    }
-
-    /// The identity of `token`, or `None` if it is unknown.
-    pub fn lookup(&self, token: &str) -> Result<Option<Identity>, AuthError> {
-        let row = self
-            .conn
-            .query_row(
-                "SELECT user, write, orgs FROM tokens WHERE hash = ?1",
-                params![hash(token)],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, bool>(1)?,
-                        r.get::<_, String>(2)?,
-                    ))
-                },
-            )
-            .optional()?;
-        Ok(row.map(|(user, write, orgs)| Identity {
-            user,
-            write,
-            orgs: orgs
-                .split(',')
-                .filter(|o| !o.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        }))
-    }
+/// Random hex for one-time upload tickets.
+pub fn random_hex(bytes: usize) -> std::io::Result<String> {
+    let mut random = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
+    Ok(hex::encode(random))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{RepoKey, RepoType};
+
+    fn repo(ns: &str, private: bool) -> Repo {
+        Repo {
+            rowid: 1,
+            key: RepoKey {
+                repo_type: RepoType::Kernel,
+                namespace: ns.into(),
+                name: "relu".into(),
+            },
+            private,
+            created: 0,
+        }
+    }
 
     #[test]
-    fn tokens_round_trip_and_are_stored_hashed() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("hub.sqlite");
-        let store = TokenStore::open(&db).unwrap();
-        let token = store.create("alice", true, &["acme".into()]).unwrap();
-        let id = store.lookup(&token).unwrap().unwrap();
-        assert_eq!(
-            id,
-            Identity {
-                user: "alice".into(),
-                write: true,
-                orgs: vec!["acme".into()]
-            }
-        );
-        assert_eq!(store.lookup("hf_wrong").unwrap(), None);
-        let stored: String = store
-            .conn
-            .query_row("SELECT hash FROM tokens", [], |r| r.get(0))
-            .unwrap();
-        assert_ne!(stored, token);
-        assert!(matches!(
-            store.create("../x", false, &[]),
-            Err(AuthError::BadName(_))
-        ));
+    fn rights_follow_namespace_membership() {
+        let alice = Identity {
+            user: "alice".into(),
+            write: true,
+            orgs: vec!["acme".into()],
+        };
+        let reader = Identity {
+            write: false,
+            ..alice.clone()
+        };
+        assert!(alice.can_write("alice") && alice.can_write("acme") && !alice.can_write("bob"));
+        assert!(!reader.can_write("acme"));
+        assert!(can_read(None, &repo("bob", false)));
+        assert!(!can_read(None, &repo("acme", true)));
+        assert!(can_read(Some(&reader), &repo("acme", true)));
+        assert!(!can_read(Some(&alice), &repo("bob", true)));
+    }
+
+    #[test]
+    fn tokens_are_random_and_hashed() {
+        let a = new_token().unwrap();
+        let b = new_token().unwrap();
+        assert!(a.starts_with("hf_") && a.len() == 43);
+        assert_ne!(a, b);
+        assert_eq!(token_hash(&a).len(), 64);
+        assert_ne!(token_hash(&a), a);
     }
 }

@@ -1,6 +1,10 @@
-//! kforge hub: a self-hosted kernel hub speaking the Hugging Face Hub HTTP API.
+//! kforge hub: a self-hosted kernel hub speaking the Hugging Face Hub HTTP API, and the `push`/`pull` client.
 
 pub mod auth;
 pub mod blobs;
+pub mod client;
+pub mod http;
+pub mod model;
 pub mod paths;
 pub mod server;
+pub mod store;

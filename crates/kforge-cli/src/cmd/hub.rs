@@ -1,10 +1,12 @@
-//! `kforge hub`: run a self-hosted hub (`serve`) and manage its access tokens (`token create`).
+//! `kforge hub`: run a self-hosted hub (`serve`), manage its access tokens and trusted organisations.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use kforge_hub::server::{HubConfig, db_path, serve_blocking};
+use kforge_hub::store::{MetaStore, SqliteStore};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -22,11 +24,19 @@ enum HubCommand {
         /// Address to bind; port 0 picks a free port.
         #[arg(long, default_value = "127.0.0.1:8790")]
         addr: SocketAddr,
+        /// Largest accepted request body (a commit or one uploaded file), in MiB.
+        #[arg(long, default_value_t = 8192)]
+        max_body_mib: u64,
     },
     /// Manage access tokens.
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Manage organisations (the `trustedKernelPublisher` flag that `kernels.get_kernel` checks).
+    Org {
+        #[command(subcommand)]
+        command: OrgCommand,
     },
 }
 
@@ -48,6 +58,22 @@ enum TokenCommand {
     },
 }
 
+#[derive(clap::Subcommand)]
+enum OrgCommand {
+    /// Mark ORG as a trusted kernel publisher: `get_kernel` loads its kernels without `trust_remote_code`.
+    Trust {
+        org: String,
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+    /// Remove ORG's trusted-publisher flag.
+    Untrust {
+        org: String,
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
+}
+
 fn data_dir(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(dir) = explicit {
         return Ok(dir);
@@ -60,11 +86,26 @@ fn data_dir(explicit: Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(home).join(".local/share/kforge/hub"))
 }
 
+fn open_store(data: Option<PathBuf>) -> anyhow::Result<SqliteStore> {
+    let dir = data_dir(data)?;
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating hub data directory {}", dir.display()))?;
+    let db = db_path(&dir);
+    SqliteStore::open(&db).with_context(|| format!("opening {}", db.display()))
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        HubCommand::Serve { data, addr } => {
+        HubCommand::Serve {
+            data,
+            addr,
+            max_body_mib,
+        } => {
             let dir = data_dir(data)?;
-            kforge_hub::server::serve_blocking(&dir, addr, |bound| {
+            let config = HubConfig {
+                max_body: max_body_mib.saturating_mul(1 << 20),
+            };
+            serve_blocking(&dir, addr, config, |bound| {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "kforge hub listening on http://{bound}");
                 let _ = out.flush();
@@ -80,14 +121,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                     orgs,
                 },
         } => {
-            let dir = data_dir(data)?;
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("creating hub data directory {}", dir.display()))?;
-            let db = kforge_hub::server::db_path(&dir);
-            let store = kforge_hub::auth::TokenStore::open(&db)
-                .with_context(|| format!("opening {}", db.display()))?;
-            let token = store.create(&user, write, &orgs)?;
+            let token = open_store(data)?
+                .create_token(&user, write, &orgs)
+                .context("creating the token")?;
             println!("{token}");
+            Ok(())
+        }
+        HubCommand::Org { command } => {
+            let (org, data, trusted) = match command {
+                OrgCommand::Trust { org, data } => (org, data, true),
+                OrgCommand::Untrust { org, data } => (org, data, false),
+            };
+            open_store(data)?
+                .set_org_trusted(&org, trusted)
+                .with_context(|| format!("updating organisation `{org}`"))?;
+            eprintln!(
+                "organisation `{org}` is {}a trusted kernel publisher",
+                if trusted { "" } else { "no longer " }
+            );
             Ok(())
         }
     }

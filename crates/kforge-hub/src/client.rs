@@ -1,0 +1,1 @@
+//! Client side of the hub: `kforge push` and `kforge pull` over the HF Hub API.

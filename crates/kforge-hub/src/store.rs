@@ -1,0 +1,816 @@
+//! Repository metadata (repos, commits, trees, refs, tokens, orgs) behind a trait; the default is SQLite.
+//!
+//! Handlers only see [`MetaStore`], so a Postgres implementation can replace [`SqliteStore`] without
+//! touching them. Every write is one transaction: a commit and its ref move become visible together or not at all.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use sha1::{Digest, Sha1};
+
+use crate::auth::{Identity, new_token, token_hash};
+use crate::model::{
+    ApplyError, Commit, CommitRequest, RefEntry, RefKind, Repo, RepoKey, RepoType, Tree, apply_ops,
+    is_commit_id, validate_name, validate_ref_name,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Db(#[from] rusqlite::Error),
+    #[error("storage I/O: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("corrupt stored tree {0}: {1}")]
+    CorruptTree(String, serde_json::Error),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("You already created this {0} repo")]
+    RepoExists(RepoKey),
+    #[error("Repository {0} not found")]
+    RepoNotFound(RepoKey),
+    #[error("Invalid rev id: {0}")]
+    RevisionNotFound(String),
+    #[error("{0} `{1}` already exists")]
+    RefExists(&'static str, String),
+    #[error("{0} `{1}` not found")]
+    RefNotFound(&'static str, String),
+    #[error("cannot delete the default branch `main`")]
+    DeleteMain,
+    #[error(
+        "parentCommit {expected} is not the head of `{branch}` (now {actual}): someone committed in between; \
+         fetch the new head and retry"
+    )]
+    ParentMismatch {
+        branch: String,
+        expected: String,
+        actual: String,
+    },
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+/// An organisation as the overview endpoint shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrgInfo {
+    pub name: String,
+    pub trusted: bool,
+}
+
+/// Metadata storage used by the HTTP handlers. All methods are blocking; call them off the async runtime.
+pub trait MetaStore: Send + Sync + 'static {
+    fn create_token(&self, user: &str, write: bool, orgs: &[String]) -> Result<String, StoreError>;
+    fn lookup_token(&self, token: &str) -> Result<Option<Identity>, StoreError>;
+
+    /// Mark an organisation as a trusted kernel publisher (or not); creates the organisation if needed.
+    fn set_org_trusted(&self, org: &str, trusted: bool) -> Result<(), StoreError>;
+    /// An organisation known from `set_org_trusted` or from a token's `--org`.
+    fn org(&self, name: &str) -> Result<Option<OrgInfo>, StoreError>;
+
+    /// Create a repository with an empty initial commit on `main`.
+    fn create_repo(&self, key: &RepoKey, private: bool, author: &str) -> Result<Repo, StoreError>;
+    fn delete_repo(&self, key: &RepoKey) -> Result<(), StoreError>;
+    fn repo(&self, key: &RepoKey) -> Result<Option<Repo>, StoreError>;
+    fn list_repos(&self) -> Result<Vec<Repo>, StoreError>;
+    fn set_private(&self, repo: &Repo, private: bool) -> Result<(), StoreError>;
+
+    /// A branch, tag, `refs/heads/x`, `refs/tags/x` or full commit id of `repo`.
+    fn resolve(&self, repo: &Repo, rev: &str) -> Result<Commit, StoreError>;
+    fn tree(&self, tree_id: &str) -> Result<Arc<Tree>, StoreError>;
+    fn refs(&self, repo: &Repo) -> Result<Vec<RefEntry>, StoreError>;
+    /// Point a new branch or tag at the commit `rev` resolves to.
+    fn create_ref(
+        &self,
+        repo: &Repo,
+        kind: RefKind,
+        name: &str,
+        rev: &str,
+    ) -> Result<(), StoreError>;
+    fn delete_ref(&self, repo: &Repo, kind: RefKind, name: &str) -> Result<(), StoreError>;
+    /// Apply `req` on top of its branch head and move the branch, atomically.
+    fn commit(&self, repo: &Repo, req: &CommitRequest) -> Result<Commit, StoreError>;
+    /// Commits reachable from `rev`, newest first, at most `limit`.
+    fn history(&self, repo: &Repo, rev: &str, limit: usize) -> Result<Vec<Commit>, StoreError>;
+}
+
+/// The SQLite implementation: one database file, a small connection pool, and one in-process write lock so
+/// concurrent commits queue instead of failing with `SQLITE_BUSY`.
+pub struct SqliteStore {
+    path: PathBuf,
+    pool: Mutex<Vec<Connection>>,
+    write_lock: Mutex<()>,
+    trees: Mutex<HashMap<String, Arc<Tree>>>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tokens (
+    hash TEXT PRIMARY KEY, user TEXT NOT NULL, write INTEGER NOT NULL, orgs TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS orgs (name TEXT PRIMARY KEY, trusted INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS repos (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, type TEXT NOT NULL, namespace TEXT NOT NULL, name TEXT NOT NULL,
+    private INTEGER NOT NULL, created INTEGER NOT NULL, UNIQUE (type, namespace, name));
+CREATE TABLE IF NOT EXISTS trees (id TEXT PRIMARY KEY, files TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS commits (
+    id TEXT PRIMARY KEY, repo INTEGER NOT NULL, parent TEXT, tree TEXT NOT NULL, title TEXT NOT NULL,
+    message TEXT NOT NULL, author TEXT NOT NULL, created INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS commits_repo ON commits (repo);
+CREATE TABLE IF NOT EXISTS refs (
+    repo INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, target TEXT NOT NULL,
+    PRIMARY KEY (repo, kind, name));
+";
+
+fn now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+fn commit_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Commit> {
+    Ok(Commit {
+        id: r.get(0)?,
+        parent: r.get(1)?,
+        tree_id: r.get(2)?,
+        title: r.get(3)?,
+        message: r.get(4)?,
+        author: r.get(5)?,
+        created: r.get(6)?,
+    })
+}
+
+const COMMIT_COLUMNS: &str = "id, parent, tree, title, message, author, created";
+
+fn repo_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Repo> {
+    let ty: String = r.get(1)?;
+    Ok(Repo {
+        rowid: r.get(0)?,
+        key: RepoKey {
+            repo_type: RepoType::parse(&ty).unwrap_or(RepoType::Model),
+            namespace: r.get(2)?,
+            name: r.get(3)?,
+        },
+        private: r.get(4)?,
+        created: r.get(5)?,
+    })
+}
+
+/// A pooled connection, returned to the pool on drop.
+struct Pooled<'a> {
+    conn: Option<Connection>,
+    pool: &'a Mutex<Vec<Connection>>,
+}
+
+impl std::ops::Deref for Pooled<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("present until drop")
+    }
+}
+
+impl std::ops::DerefMut for Pooled<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for Pooled<'_> {
+    fn drop(&mut self) {
+        if let (Some(conn), Ok(mut pool)) = (self.conn.take(), self.pool.lock()) {
+            pool.push(conn);
+        }
+    }
+}
+
+impl SqliteStore {
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let store = SqliteStore {
+            path: path.to_owned(),
+            pool: Mutex::new(Vec::new()),
+            write_lock: Mutex::new(()),
+            trees: Mutex::new(HashMap::new()),
+        };
+        store.conn()?.execute_batch(SCHEMA)?;
+        Ok(store)
+    }
+
+    fn connect(&self) -> Result<Connection, StoreError> {
+        let conn = Connection::open(&self.path)?;
+        conn.busy_timeout(Duration::from_secs(30))?;
+        // WAL: readers never block the writer; FULL: a commit acknowledged to a client survives power loss.
+        conn.execute_batch(
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+        )?;
+        Ok(conn)
+    }
+
+    fn conn(&self) -> Result<Pooled<'_>, StoreError> {
+        let pooled = self.pool.lock().ok().and_then(|mut p| p.pop());
+        let conn = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        Ok(Pooled {
+            conn: Some(conn),
+            pool: &self.pool,
+        })
+    }
+
+    fn write_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        // A panic while holding the lock leaves no partial state (the transaction rolls back), so recover.
+        self.write_lock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn resolve_in(conn: &Connection, repo: &Repo, rev: &str) -> Result<Commit, StoreError> {
+        let not_found = || StoreError::RevisionNotFound(rev.to_owned());
+        if is_commit_id(rev) {
+            return conn
+                .query_row(
+                    &format!("SELECT {COMMIT_COLUMNS} FROM commits WHERE id = ?1 AND repo = ?2"),
+                    params![rev, repo.rowid],
+                    commit_from_row,
+                )
+                .optional()?
+                .ok_or_else(not_found);
+        }
+        let kinds: &[(RefKind, &str)] = if let Some(b) = rev.strip_prefix("refs/heads/") {
+            &[(RefKind::Branch, b)]
+        } else if let Some(t) = rev.strip_prefix("refs/tags/") {
+            &[(RefKind::Tag, t)]
+        } else {
+            &[(RefKind::Branch, rev), (RefKind::Tag, rev)]
+        };
+        for (kind, name) in kinds {
+            let found = conn
+                .query_row(
+                    &format!(
+                        "SELECT {COMMIT_COLUMNS} FROM commits WHERE id = \
+                         (SELECT target FROM refs WHERE repo = ?1 AND kind = ?2 AND name = ?3)"
+                    ),
+                    params![repo.rowid, kind.as_str(), name],
+                    commit_from_row,
+                )
+                .optional()?;
+            if let Some(c) = found {
+                return Ok(c);
+            }
+        }
+        Err(not_found())
+    }
+
+    fn load_tree(&self, conn: &Connection, tree_id: &str) -> Result<Arc<Tree>, StoreError> {
+        if let Some(t) = self.trees.lock().ok().and_then(|m| m.get(tree_id).cloned()) {
+            return Ok(t);
+        }
+        let text: String = conn.query_row(
+            "SELECT files FROM trees WHERE id = ?1",
+            params![tree_id],
+            |r| r.get(0),
+        )?;
+        let tree = Arc::new(
+            Tree::from_json(&text).map_err(|e| StoreError::CorruptTree(tree_id.to_owned(), e))?,
+        );
+        if let Ok(mut cache) = self.trees.lock() {
+            // Trees are immutable, so caching is always correct; the bound only caps memory.
+            if cache.len() >= 512 {
+                cache.clear();
+            }
+            cache.insert(tree_id.to_owned(), tree.clone());
+        }
+        Ok(tree)
+    }
+
+    fn insert_commit(
+        tx: &rusqlite::Transaction<'_>,
+        repo: &Repo,
+        tree: &Tree,
+        parent: Option<&str>,
+        title: &str,
+        message: &str,
+        author: &str,
+    ) -> Result<Commit, StoreError> {
+        let tree_id = tree.id();
+        tx.execute(
+            "INSERT OR IGNORE INTO trees (id, files) VALUES (?1, ?2)",
+            params![tree_id, tree.to_json()],
+        )?;
+        let t = now();
+        let mut h = Sha1::new();
+        h.update(
+            format!(
+                "tree {tree_id}\nparent {}\nrepo {}\nauthor {author} {}\n\n{title}\n\n{message}",
+                parent.unwrap_or(""),
+                repo.rowid,
+                t.as_nanos()
+            )
+            .as_bytes(),
+        );
+        let commit = Commit {
+            id: hex::encode(h.finalize()),
+            tree_id,
+            parent: parent.map(str::to_owned),
+            title: title.to_owned(),
+            message: message.to_owned(),
+            author: author.to_owned(),
+            created: t.as_secs() as i64,
+        };
+        tx.execute(
+            "INSERT INTO commits (id, repo, parent, tree, title, message, author, created)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                commit.id,
+                repo.rowid,
+                commit.parent,
+                commit.tree_id,
+                commit.title,
+                commit.message,
+                commit.author,
+                commit.created
+            ],
+        )?;
+        Ok(commit)
+    }
+}
+
+impl MetaStore for SqliteStore {
+    fn create_token(&self, user: &str, write: bool, orgs: &[String]) -> Result<String, StoreError> {
+        validate_name("user name", user).map_err(StoreError::Invalid)?;
+        for org in orgs {
+            validate_name("organisation name", org).map_err(StoreError::Invalid)?;
+        }
+        let token = new_token()?;
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "INSERT INTO tokens (hash, user, write, orgs) VALUES (?1, ?2, ?3, ?4)",
+            params![token_hash(&token), user, write, orgs.join(",")],
+        )?;
+        for org in orgs {
+            tx.execute(
+                "INSERT OR IGNORE INTO orgs (name) VALUES (?1)",
+                params![org],
+            )?;
+        }
+        tx.commit()?;
+        Ok(token)
+    }
+
+    fn lookup_token(&self, token: &str) -> Result<Option<Identity>, StoreError> {
+        let row = self
+            .conn()?
+            .query_row(
+                "SELECT user, write, orgs FROM tokens WHERE hash = ?1",
+                params![token_hash(token)],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, bool>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                },
+            )
+            .optional()?;
+        Ok(row.map(|(user, write, orgs)| Identity {
+            user,
+            write,
+            orgs: orgs
+                .split(',')
+                .filter(|o| !o.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }))
+    }
+
+    fn set_org_trusted(&self, org: &str, trusted: bool) -> Result<(), StoreError> {
+        validate_name("organisation name", org).map_err(StoreError::Invalid)?;
+        let _w = self.write_guard();
+        self.conn()?.execute(
+            "INSERT INTO orgs (name, trusted) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET trusted = excluded.trusted",
+            params![org, trusted],
+        )?;
+        Ok(())
+    }
+
+    fn org(&self, name: &str) -> Result<Option<OrgInfo>, StoreError> {
+        Ok(self
+            .conn()?
+            .query_row(
+                "SELECT name, trusted FROM orgs WHERE name = ?1",
+                params![name],
+                |r| {
+                    Ok(OrgInfo {
+                        name: r.get(0)?,
+                        trusted: r.get(1)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    fn create_repo(&self, key: &RepoKey, private: bool, author: &str) -> Result<Repo, StoreError> {
+        validate_name("namespace", &key.namespace).map_err(StoreError::Invalid)?;
+        validate_name("repository name", &key.name).map_err(StoreError::Invalid)?;
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let exists = tx
+            .query_row(
+                "SELECT 1 FROM repos WHERE type = ?1 AND namespace = ?2 AND name = ?3",
+                params![key.repo_type.as_str(), key.namespace, key.name],
+                |_| Ok(()),
+            )
+            .optional()?;
+        if exists.is_some() {
+            return Err(StoreError::RepoExists(key.clone()));
+        }
+        let created = now().as_secs() as i64;
+        tx.execute(
+            "INSERT INTO repos (type, namespace, name, private, created) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![key.repo_type.as_str(), key.namespace, key.name, private, created],
+        )?;
+        let repo = Repo {
+            rowid: tx.last_insert_rowid(),
+            key: key.clone(),
+            private,
+            created,
+        };
+        let initial = Self::insert_commit(
+            &tx,
+            &repo,
+            &Tree::default(),
+            None,
+            "initial commit",
+            "",
+            author,
+        )?;
+        tx.execute(
+            "INSERT INTO refs (repo, kind, name, target) VALUES (?1, 'branch', 'main', ?2)",
+            params![repo.rowid, initial.id],
+        )?;
+        tx.commit()?;
+        Ok(repo)
+    }
+
+    fn delete_repo(&self, key: &RepoKey) -> Result<(), StoreError> {
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM repos WHERE type = ?1 AND namespace = ?2 AND name = ?3",
+                params![key.repo_type.as_str(), key.namespace, key.name],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let id = id.ok_or_else(|| StoreError::RepoNotFound(key.clone()))?;
+        tx.execute("DELETE FROM refs WHERE repo = ?1", params![id])?;
+        tx.execute("DELETE FROM commits WHERE repo = ?1", params![id])?;
+        tx.execute("DELETE FROM repos WHERE id = ?1", params![id])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn repo(&self, key: &RepoKey) -> Result<Option<Repo>, StoreError> {
+        Ok(self
+            .conn()?
+            .query_row(
+                "SELECT id, type, namespace, name, private, created FROM repos
+                 WHERE type = ?1 AND namespace = ?2 AND name = ?3",
+                params![key.repo_type.as_str(), key.namespace, key.name],
+                repo_from_row,
+            )
+            .optional()?)
+    }
+
+    fn list_repos(&self) -> Result<Vec<Repo>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn.prepare(
+            "SELECT id, type, namespace, name, private, created FROM repos ORDER BY namespace, name, type",
+        )?;
+        let rows = stmt.query_map([], repo_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn set_private(&self, repo: &Repo, private: bool) -> Result<(), StoreError> {
+        let _w = self.write_guard();
+        self.conn()?.execute(
+            "UPDATE repos SET private = ?1 WHERE id = ?2",
+            params![private, repo.rowid],
+        )?;
+        Ok(())
+    }
+
+    fn resolve(&self, repo: &Repo, rev: &str) -> Result<Commit, StoreError> {
+        Self::resolve_in(&*self.conn()?, repo, rev)
+    }
+
+    fn tree(&self, tree_id: &str) -> Result<Arc<Tree>, StoreError> {
+        self.load_tree(&*self.conn()?, tree_id)
+    }
+
+    fn refs(&self, repo: &Repo) -> Result<Vec<RefEntry>, StoreError> {
+        let conn = self.conn()?;
+        let mut stmt = conn
+            .prepare("SELECT kind, name, target FROM refs WHERE repo = ?1 ORDER BY kind, name")?;
+        let rows = stmt.query_map(params![repo.rowid], |r| {
+            let kind: String = r.get(0)?;
+            Ok(RefEntry {
+                kind: if kind == "tag" {
+                    RefKind::Tag
+                } else {
+                    RefKind::Branch
+                },
+                name: r.get(1)?,
+                target: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn create_ref(
+        &self,
+        repo: &Repo,
+        kind: RefKind,
+        name: &str,
+        rev: &str,
+    ) -> Result<(), StoreError> {
+        validate_ref_name(kind, name).map_err(StoreError::Invalid)?;
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let target = Self::resolve_in(&tx, repo, rev)?;
+        let inserted = tx.execute(
+            "INSERT OR IGNORE INTO refs (repo, kind, name, target) VALUES (?1, ?2, ?3, ?4)",
+            params![repo.rowid, kind.as_str(), name, target.id],
+        )?;
+        if inserted == 0 {
+            return Err(StoreError::RefExists(kind.as_str(), name.to_owned()));
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn delete_ref(&self, repo: &Repo, kind: RefKind, name: &str) -> Result<(), StoreError> {
+        if kind == RefKind::Branch && name == "main" {
+            return Err(StoreError::DeleteMain);
+        }
+        let _w = self.write_guard();
+        let deleted = self.conn()?.execute(
+            "DELETE FROM refs WHERE repo = ?1 AND kind = ?2 AND name = ?3",
+            params![repo.rowid, kind.as_str(), name],
+        )?;
+        if deleted == 0 {
+            return Err(StoreError::RefNotFound(kind.as_str(), name.to_owned()));
+        }
+        Ok(())
+    }
+
+    fn commit(&self, repo: &Repo, req: &CommitRequest) -> Result<Commit, StoreError> {
+        let branch = req
+            .branch
+            .strip_prefix("refs/heads/")
+            .unwrap_or(&req.branch);
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let head: Option<String> = tx
+            .query_row(
+                "SELECT target FROM refs WHERE repo = ?1 AND kind = 'branch' AND name = ?2",
+                params![repo.rowid, branch],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let head = head.ok_or_else(|| {
+            StoreError::RevisionNotFound(format!(
+                "{branch} (commits go to an existing branch; create it first)"
+            ))
+        })?;
+        if let Some(expected) = &req.parent
+            && *expected != head
+        {
+            return Err(StoreError::ParentMismatch {
+                branch: branch.to_owned(),
+                expected: expected.clone(),
+                actual: head,
+            });
+        }
+        let head_tree: String = tx.query_row(
+            "SELECT tree FROM commits WHERE id = ?1",
+            params![head],
+            |r| r.get(0),
+        )?;
+        let old = self.load_tree(&tx, &head_tree)?;
+        let new = apply_ops(&old, &req.ops)?;
+        let commit = Self::insert_commit(
+            &tx,
+            repo,
+            &new,
+            Some(&head),
+            &req.title,
+            &req.message,
+            &req.author,
+        )?;
+        tx.execute(
+            "UPDATE refs SET target = ?1 WHERE repo = ?2 AND kind = 'branch' AND name = ?3",
+            params![commit.id, repo.rowid, branch],
+        )?;
+        tx.commit()?;
+        Ok(commit)
+    }
+
+    fn history(&self, repo: &Repo, rev: &str, limit: usize) -> Result<Vec<Commit>, StoreError> {
+        let conn = self.conn()?;
+        let mut out = vec![Self::resolve_in(&conn, repo, rev)?];
+        while out.len() < limit {
+            let Some(parent) = out.last().and_then(|c| c.parent.clone()) else {
+                break;
+            };
+            out.push(conn.query_row(
+                &format!("SELECT {COMMIT_COLUMNS} FROM commits WHERE id = ?1"),
+                params![parent],
+                commit_from_row,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{BlobInfo, Op};
+
+    fn key(name: &str) -> RepoKey {
+        RepoKey {
+            repo_type: RepoType::Kernel,
+            namespace: "acme".into(),
+            name: name.into(),
+        }
+    }
+
+    fn blob(n: u8) -> BlobInfo {
+        BlobInfo {
+            sha256: format!("{n:064x}"),
+            sha1: format!("{n:040x}"),
+            size: n as u64,
+        }
+    }
+
+    fn put(path: &str, n: u8) -> Op {
+        Op::Put {
+            path: path.into(),
+            blob: blob(n),
+        }
+    }
+
+    fn request(branch: &str, parent: Option<String>, ops: Vec<Op>) -> CommitRequest {
+        CommitRequest {
+            branch: branch.into(),
+            parent,
+            title: "t".into(),
+            message: String::new(),
+            author: "alice".into(),
+            ops,
+        }
+    }
+
+    #[test]
+    fn commits_refs_and_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("hub.sqlite")).unwrap();
+        let repo = store.create_repo(&key("relu"), false, "alice").unwrap();
+        assert!(matches!(
+            store.create_repo(&key("relu"), false, "alice"),
+            Err(StoreError::RepoExists(_))
+        ));
+        let initial = store.resolve(&repo, "main").unwrap();
+        assert!(is_commit_id(&initial.id));
+        assert!(store.tree(&initial.tree_id).unwrap().files.is_empty());
+
+        let c1 = store
+            .commit(
+                &repo,
+                &request("main", Some(initial.id.clone()), vec![put("a/b", 1)]),
+            )
+            .unwrap();
+        assert_eq!(c1.parent.as_deref(), Some(initial.id.as_str()));
+        assert_eq!(store.resolve(&repo, "refs/heads/main").unwrap(), c1);
+        assert_eq!(store.resolve(&repo, &c1.id).unwrap(), c1);
+        // A stale parent is a conflict and changes nothing.
+        let err = store
+            .commit(
+                &repo,
+                &request("main", Some(initial.id.clone()), vec![put("x", 2)]),
+            )
+            .unwrap_err();
+        assert!(matches!(err, StoreError::ParentMismatch { .. }), "{err}");
+        assert_eq!(store.resolve(&repo, "main").unwrap(), c1);
+        // An op that fails leaves the branch where it was.
+        let err = store
+            .commit(
+                &repo,
+                &request(
+                    "main",
+                    None,
+                    vec![put("y", 3), Op::DeleteFile { path: "zz".into() }],
+                ),
+            )
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Apply(ApplyError::MissingFile(_))));
+        assert_eq!(store.resolve(&repo, "main").unwrap(), c1);
+
+        store
+            .create_ref(&repo, RefKind::Branch, "v1", "main")
+            .unwrap();
+        store
+            .create_ref(&repo, RefKind::Tag, "t1", &initial.id)
+            .unwrap();
+        assert!(matches!(
+            store.create_ref(&repo, RefKind::Branch, "v1", "main"),
+            Err(StoreError::RefExists(..))
+        ));
+        assert_eq!(store.resolve(&repo, "t1").unwrap(), initial);
+        let c2 = store
+            .commit(&repo, &request("v1", None, vec![put("c", 4)]))
+            .unwrap();
+        let names: Vec<_> = store
+            .refs(&repo)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.name, r.target))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("main".to_string(), c1.id.clone()),
+                ("v1".to_string(), c2.id.clone()),
+                ("t1".to_string(), initial.id.clone())
+            ]
+        );
+        let tree = store.tree(&c2.tree_id).unwrap();
+        assert_eq!(tree.files.keys().collect::<Vec<_>>(), ["a/b", "c"]);
+        let log: Vec<_> = store
+            .history(&repo, "v1", 10)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(log, [c2.id.clone(), c1.id.clone(), initial.id.clone()]);
+        assert!(matches!(
+            store.resolve(&repo, "nope"),
+            Err(StoreError::RevisionNotFound(_))
+        ));
+        assert!(matches!(
+            store.commit(&repo, &request("nope", None, vec![])),
+            Err(StoreError::RevisionNotFound(_))
+        ));
+        assert!(matches!(
+            store.delete_ref(&repo, RefKind::Branch, "main"),
+            Err(StoreError::DeleteMain)
+        ));
+        store.delete_ref(&repo, RefKind::Tag, "t1").unwrap();
+        assert!(matches!(
+            store.resolve(&repo, "t1"),
+            Err(StoreError::RevisionNotFound(_))
+        ));
+
+        // Deleting and re-creating gives a fresh repository: old commits do not resolve in it.
+        store.delete_repo(&key("relu")).unwrap();
+        let again = store.create_repo(&key("relu"), true, "alice").unwrap();
+        assert_ne!(again.rowid, repo.rowid);
+        assert!(store.resolve(&again, &c1.id).is_err());
+        assert!(store.repo(&key("relu")).unwrap().unwrap().private);
+    }
+
+    #[test]
+    fn tokens_and_orgs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("hub.sqlite")).unwrap();
+        let token = store.create_token("alice", true, &["acme".into()]).unwrap();
+        assert_eq!(
+            store.lookup_token(&token).unwrap(),
+            Some(Identity {
+                user: "alice".into(),
+                write: true,
+                orgs: vec!["acme".into()]
+            })
+        );
+        assert_eq!(store.lookup_token("hf_wrong").unwrap(), None);
+        assert!(matches!(
+            store.create_token("../x", false, &[]),
+            Err(StoreError::Invalid(_))
+        ));
+        assert_eq!(
+            store.org("acme").unwrap(),
+            Some(OrgInfo {
+                name: "acme".into(),
+                trusted: false
+            })
+        );
+        store.set_org_trusted("acme", true).unwrap();
+        assert!(store.org("acme").unwrap().unwrap().trusted);
+        assert_eq!(store.org("nobody").unwrap(), None);
+    }
+}
