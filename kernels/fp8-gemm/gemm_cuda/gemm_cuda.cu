@@ -1,91 +1,312 @@
-// Generic CUDA path (any arch): 64x64 output tiles, fp32 partial sums promoted with the scales per 128-K block.
+// CUDA backend: picks the sm_90a TMA + wgmma kernel where the build and the device have it, the generic
+// kernel elsewhere; prepares operands (K-major, fn bits or bf16), chooses tile shape and K split per problem.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <cuda_bf16.h>
-#include <cuda_fp8.h>
+#include <c10/cuda/CUDAStream.h>
+#include <cudaTypedefs.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "gemm_generic.cuh"
+#include "gemm_prep.cuh"
+#include "gemm_sm90.cuh"
+#include "torch_binding.h"
 
 namespace {
-constexpr int kTile = 64, kKStep = 32, kThreads = 256;  // each thread owns a 4x4 block of the tile
+using fp8gemm::prep::Mode;
+using fp8gemm::sm90::Elem;
 
-__device__ __forceinline__ float decode(uint8_t bits, bool fnuz) {
-  if (fnuz) {
-    if (bits == 0x80) return __int_as_float(0x7fc00000);
-    __nv_fp8_e4m3 v;
-    v.__x = bits;
-    return 0.5f * static_cast<float>(v);  // same bits as e4m3fn, one more exponent bias
-  }
-  __nv_fp8_e4m3 v;
-  v.__x = bits;
-  return static_cast<float>(v);
-}
+constexpr int kMaxSmem = 232448;  // sm_90 opt-in dynamic shared memory per block
+constexpr int kMaxStages = 8;
 
-__global__ void __launch_bounds__(kThreads) gemm_generic(const uint8_t *a, int64_t a_s0, int64_t a_s1,
-                                                         const uint8_t *b, int64_t b_s0, int64_t b_s1,
-                                                         const float *as, int64_t as_s0, int64_t as_s1,
-                                                         const float *bs, int64_t bs_s0, int64_t bs_s1,
-                                                         __nv_bfloat16 *c, int M, int N, int K, bool fnuz) {
-  __shared__ float sa[kKStep][kTile + 1], sb[kKStep][kTile + 1];
-  const int m0 = blockIdx.y * kTile, n0 = blockIdx.x * kTile;
-  const int tm = (threadIdx.x / 16) * 4, tn = (threadIdx.x % 16) * 4;
-  float acc[4][4] = {}, part[4][4];
-  for (int kb0 = 0; kb0 < K; kb0 += 128) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) part[i][j] = 0.f;
-    for (int k0 = kb0; k0 < min(K, kb0 + 128); k0 += kKStep) {
-      for (int e = threadIdx.x; e < kTile * kKStep; e += kThreads) {
-        const int r = e / kKStep, kk = e % kKStep, k = k0 + kk;
-        const bool kin = k < K && k < kb0 + 128;
-        sa[kk][r] = (kin && m0 + r < M) ? decode(a[(m0 + r) * a_s0 + k * a_s1], fnuz) : 0.f;
-        sb[kk][r] = (kin && n0 + r < N) ? decode(b[(n0 + r) * b_s0 + k * b_s1], fnuz) : 0.f;
-      }
-      __syncthreads();
-#pragma unroll 8
-      for (int kk = 0; kk < kKStep; ++kk) {
-        float av[4], bv[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) av[i] = sa[kk][tm + i], bv[i] = sb[kk][tn + i];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) part[i][j] = fmaf(av[i], bv[j], part[i][j]);
-      }
-      __syncthreads();
-    }
-    const int kb = kb0 / 128;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int m = min(m0 + tm + i, M - 1);
-      const float sa_ = as[m * as_s0 + kb * as_s1];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int n = min(n0 + tn + j, N - 1);
-        acc[i][j] = fmaf(sa_ * bs[(n / 128) * bs_s0 + kb * bs_s1], part[i][j], acc[i][j]);
-      }
+int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
+int64_t round_up(int64_t x, int64_t y) { return cdiv(x, y) * y; }
+
+struct Choice {
+  int nc, bn, splits;
+};
+
+// Tile shapes compiled for each input type: (consumer warpgroups, block N) and a relative efficiency per
+// output element, measured on the H200 (bench/results/fp8-gemm-h200.md): wider tiles reuse smem operands more
+// and two consumers hide each other's promotion.
+struct Shape {
+  int nc, bn;
+  double eff;
+};
+constexpr Shape kFp8Shapes[] = {{2, 192, 1.0}, {2, 128, 0.95}, {2, 64, 0.8}, {1, 128, 0.6}};
+constexpr Shape kBf16Shapes[] = {{2, 128, 1.0}, {2, 64, 0.85}, {1, 128, 0.6}};
+
+// Cost model: waves of persistent work units x the unit's tensor work (K blocks plus ~2 blocks of fixed
+// prologue/epilogue cost, +1 for a split's partial write/read), over the tile's efficiency.
+template <size_t NS>
+Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t KB, int sms) {
+  Choice best{shapes[0].nc, shapes[0].bn, 1};
+  double best_cost = 1e300;
+  for (const Shape &s : shapes) {
+    const int64_t tiles = cdiv(M, 64 * s.nc) * cdiv(N, s.bn);
+    for (int splits = 1; splits <= 8; ++splits) {
+      const int64_t per = cdiv(KB, splits);
+      if (splits > 1 && per < 4) break;
+      const int64_t waves = cdiv(tiles * splits, sms);
+      const double cost = double(waves) * 64 * s.nc * s.bn / s.eff * double(per + 2 + (splits > 1 ? 1 : 0));
+      if (cost < best_cost * 0.999) best_cost = cost, best = {s.nc, s.bn, splits};
     }
   }
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int m = m0 + tm + i, n = n0 + tn + j;
-      if (m < M && n < N) c[static_cast<int64_t>(m) * N + n] = __float2bfloat16(acc[i][j]);
-    }
+  return best;
 }
-}  // namespace
 
-void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
-               at::Tensor &c) {
-  const at::cuda::OptionalCUDAGuard guard(a.device());
+// FP8GEMM_CONFIG="nc,bn,splits" forces a configuration (benchmark sweeps; not for production use).
+bool config_override(Choice &c) {
+  const char *env = std::getenv("FP8GEMM_CONFIG");
+  if (env == nullptr || *env == '\0') return false;
+  TORCH_CHECK(std::sscanf(env, "%d,%d,%d", &c.nc, &c.bn, &c.splits) == 3 && c.splits >= 1 && c.splits <= 64,
+              "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits\" (e.g. \"2,128,1\"), got \"", env, "\"");
+  return true;
+}
+
+int device_sms(int dev) {
+  static std::mutex mu;
+  static std::unordered_map<int, int> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(dev);
+  if (it != cache.end()) return it->second;
+  int sms = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return cache[dev] = sms;
+}
+
+// True when this binary carries sm_90a code for the fast kernel and the device is an sm_90 part.
+bool has_sm90a(int dev) {
+  int major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9 || minor != 0) return false;
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, fp8gemm::sm90::gemm_kernel<Elem::kE4M3, 2, 128>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion == 90;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void *p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    TORCH_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr,
+                "gemm: the CUDA driver has no cuTensorMapEncodeTiled (needs driver >= 12.0)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// 2-D map over a row-major matrix: `inner` contiguous elements per row, `outer` rows `ld` elements apart.
+CUtensorMap make_map(const void *base, CUtensorMapDataType type, int elem_bytes, int64_t inner, int64_t outer,
+                     int64_t ld, uint32_t box_inner, uint32_t box_outer, CUtensorMapSwizzle swizzle) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cuuint64_t(inner), cuuint64_t(outer)};
+  const cuuint64_t strides[1] = {cuuint64_t(ld) * elem_bytes};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, type, 2, const_cast<void *>(base), dims, strides, box, estr,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "gemm: cuTensorMapEncodeTiled failed (", int(r), ") for a ", outer, "x", inner,
+              " operand with row stride ", ld);
+  return map;
+}
+
+bool aligned(const void *p, size_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
+
+// A K-major view of one operand in the element type the kernel reads; `keep` owns a prepared copy if any.
+struct Operand {
+  at::Tensor keep;
+  const void *ptr;
+  int64_t ld;  // elements between rows
+};
+
+template <Mode kMode>
+void launch_prep(const at::Tensor &t, void *dst, int64_t ldo, cudaStream_t stream) {
+  using namespace fp8gemm::prep;
+  using T = typename Out<kMode>::T;
+  const int R = t.size(0), K = t.size(1);
+  const auto *src = reinterpret_cast<const uint8_t *>(t.data_ptr());
+  if (t.stride(0) == 1 && R > 1) {  // MN-major: transpose through shared memory
+    const int64_t ld = t.stride(1);
+    const bool vec = R % 4 == 0 && ld % 4 == 0 && aligned(src, 4);
+    const dim3 grid(cdiv(R, kTile), cdiv(K, kTile));
+    transpose_kernel<kMode><<<grid, kThreads, 0, stream>>>(src, ld, static_cast<T *>(dst), ldo, R, K, vec);
+  } else {
+    const int64_t blocks = std::min<int64_t>(cdiv(int64_t(R) * cdiv(K, 4), kThreads), 132 * 16);
+    rows_kernel<kMode><<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), ldo, R, K);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+Operand prepare(const at::Tensor &t_in, Mode mode, cudaStream_t stream) {
+  const int64_t R = t_in.size(0), K = t_in.size(1);
+  const bool wide = mode == Mode::kToBf16Fn || mode == Mode::kToBf16Fnuz;
+  if (mode == Mode::kCopy && t_in.stride(1) == 1 && (t_in.stride(0) % 16 == 0 || R == 1) &&
+      aligned(t_in.data_ptr(), 16)) {
+    return {at::Tensor(), t_in.data_ptr(), R == 1 ? round_up(K, 16) : t_in.stride(0)};
+  }
+  // The kernels handle the K-major and MN-major layouts; anything else is made K-major first.
+  const at::Tensor t = (t_in.stride(1) == 1 || t_in.stride(0) == 1) ? t_in : t_in.contiguous();
+  const int64_t ldo = round_up(K, wide ? 8 : 16);  // TMA row pitch must be a multiple of 16 bytes
+  at::Tensor out = at::empty({R, ldo}, t.options().dtype(wide ? at::kBFloat16 : at::kByte));
+  switch (mode) {
+    case Mode::kCopy: launch_prep<Mode::kCopy>(t, out.data_ptr(), ldo, stream); break;
+    case Mode::kFnuzToFn: launch_prep<Mode::kFnuzToFn>(t, out.data_ptr(), ldo, stream); break;
+    case Mode::kToBf16Fn: launch_prep<Mode::kToBf16Fn>(t, out.data_ptr(), ldo, stream); break;
+    case Mode::kToBf16Fnuz: launch_prep<Mode::kToBf16Fnuz>(t, out.data_ptr(), ldo, stream); break;
+  }
+  return {out, out.data_ptr(), ldo};
+}
+
+// a_scale as TMA reads it: MN-major [KB][ld], ld a multiple of 4 floats. The challenge layout already is.
+Operand prepare_a_scale(const at::Tensor &s, int64_t M, int64_t KB) {
+  if (s.stride(0) == 1 && (KB == 1 || s.stride(1) % 4 == 0) && aligned(s.data_ptr(), 16)) {
+    return {at::Tensor(), s.data_ptr(), KB == 1 ? round_up(M, 4) : s.stride(1)};
+  }
+  at::Tensor buf = at::empty({KB, round_up(M, 4)}, s.options());
+  buf.narrow(1, 0, M).copy_(s.t());
+  return {buf, buf.data_ptr(), buf.size(1)};
+}
+
+// Split-K arrival counters: zeroed once per device and returned to zero by the last split of every tile.
+int *split_counters(const at::Device &device, int64_t tiles) {
+  static std::mutex mu;
+  static std::unordered_map<int, at::Tensor> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  at::Tensor &t = cache[device.index()];
+  if (!t.defined() || t.numel() < tiles) t = at::zeros({std::max<int64_t>(tiles, 4096)}, at::dtype(at::kInt).device(device));
+  return t.data_ptr<int>();
+}
+
+template <Elem E, int NC, int BN>
+void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &ms,
+                 fp8gemm::sm90::Params p, int grid, cudaStream_t stream) {
+  using Cfg = fp8gemm::sm90::Config<E, NC, BN>;
+  auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN>;
+  int stages = 1;
+  while (stages < kMaxStages && Cfg::smem_bytes(stages + 1) <= kMaxSmem) ++stages;
+  p.stages = stages;
+  const int smem = Cfg::smem_bytes(stages);
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  });
+  kernel<<<grid, Cfg::kThreads, smem, stream>>>(ma, mb, ms, p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+              at::Tensor &c, bool strict) {
+  const int dev = a.device().index();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+  const bool fnuz = a.scalar_type() == at::kFloat8_e4m3fnuz;
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(0), KB = cdiv(K, 128);
+  const int sms = device_sms(dev);
+
+  const Mode mode = strict ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn) : (fnuz ? Mode::kFnuzToFn : Mode::kCopy);
+  const Operand A = prepare(a, mode, stream), B = prepare(b, mode, stream);
+  const Operand AS = prepare_a_scale(a_scale, M, KB);
+
+  Choice ch = strict ? choose(kBf16Shapes, M, N, KB, sms) : choose(kFp8Shapes, M, N, KB, sms);
+  config_override(ch);
+  const int BM = 64 * ch.nc;
+  const auto dtype = strict ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const int eb = strict ? 2 : 1;
+  const uint32_t box_k = 128 / eb;  // one 128-byte swizzle row
+  const CUtensorMap ma = make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, BM, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap mb = make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, ch.bn, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
+                                  CU_TENSOR_MAP_SWIZZLE_NONE);
+
+  fp8gemm::sm90::Params p{};
+  p.M = M, p.N = N, p.K = K, p.KB = KB;
+  p.num_m = cdiv(M, BM), p.num_n = cdiv(N, ch.bn);
+  p.splits = std::min<int64_t>(ch.splits, KB);
+  p.group_m = 8;
+  p.b_scale = b_scale.data_ptr<float>();
+  p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
+  p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
+  p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
+  const int64_t tiles = int64_t(p.num_m) * p.num_n, units = tiles * p.splits;
+  at::Tensor workspace;
+  if (p.splits > 1) {
+    workspace = at::empty({units * BM * ch.bn}, a.options().dtype(at::kFloat));
+    p.workspace = workspace.data_ptr<float>();
+    p.counters = split_counters(a.device(), tiles);
+  }
+  const int grid = int(std::min<int64_t>(units, sms));
+
+#define FP8GEMM_CASE(E, NC, BN)                                 \
+  if (ch.nc == NC && ch.bn == BN) {                             \
+    launch_sm90<E, NC, BN>(ma, mb, ms, p, grid, stream);        \
+    return;                                                     \
+  }
+  if (strict) {
+    FP8GEMM_CASE(Elem::kBF16, 2, 128)
+    FP8GEMM_CASE(Elem::kBF16, 2, 64)
+    FP8GEMM_CASE(Elem::kBF16, 1, 128)
+  } else {
+    FP8GEMM_CASE(Elem::kE4M3, 2, 192)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 128)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 64)
+    FP8GEMM_CASE(Elem::kE4M3, 1, 128)
+  }
+#undef FP8GEMM_CASE
+  TORCH_CHECK(false, "gemm: no ", strict ? "strict" : "fast", " kernel for nc=", ch.nc, ", bn=", ch.bn,
+              " (FP8GEMM_CONFIG names a tile shape that is not compiled)");
+}
+
+void run_generic(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+                 at::Tensor &c) {
+  using namespace fp8gemm::generic;
   const int M = a.size(0), K = a.size(1), N = b.size(0);
-  if (M == 0 || N == 0) return;
-  const dim3 grid((N + kTile - 1) / kTile, (M + kTile - 1) / kTile);
-  gemm_generic<<<grid, kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+  const dim3 grid(cdiv(N, kTile), cdiv(M, kTile));
+  gemm_generic<<<grid, kThreads, 0, c10::cuda::getCurrentCUDAStream(a.device().index()).stream()>>>(
       reinterpret_cast<const uint8_t *>(a.data_ptr()), a.stride(0), a.stride(1),
       reinterpret_cast<const uint8_t *>(b.data_ptr()), b.stride(0), b.stride(1), a_scale.data_ptr<float>(),
       a_scale.stride(0), a_scale.stride(1), b_scale.data_ptr<float>(), b_scale.stride(0), b_scale.stride(1),
       reinterpret_cast<__nv_bfloat16 *>(c.data_ptr()), M, N, K, a.scalar_type() == at::kFloat8_e4m3fnuz);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device (tests compare the two paths).
+bool force_generic() {
+  const char *env = std::getenv("FP8GEMM_FORCE_GENERIC");
+  return env != nullptr && std::string(env) == "1";
+}
+}  // namespace
+
+void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+               at::Tensor &c, bool strict) {
+  const c10::cuda::OptionalCUDAGuard guard(a.device());
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(0);
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    c.zero_();
+    return;
+  }
+  TORCH_CHECK(M < (int64_t(1) << 31) && N < (int64_t(1) << 31) && K < (int64_t(1) << 31),
+              "gemm: M, N and K must each be < 2^31, got ", M, ", ", N, ", ", K);
+  static std::mutex mu;
+  static std::unordered_map<int, bool> fast;
+  bool use_fast;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = fast.find(a.device().index());
+    if (it == fast.end()) it = fast.emplace(a.device().index(), has_sm90a(a.device().index())).first;
+    use_fast = it->second;
+  }
+  if (use_fast && !force_generic() && aligned(c.data_ptr(), 4)) return run_sm90(a, b, a_scale, b_scale, c, strict);
+  run_generic(a, b, a_scale, b_scale, c);  // exact fp32 products: meets both precision modes
 }

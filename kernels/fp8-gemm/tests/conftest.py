@@ -30,6 +30,26 @@ REGISTRATION_H = textwrap.dedent(
 )
 
 
+def make_package(work: Path, ext_name: str):
+    """Wraps an already loaded extension in the package layout `kforge build` emits and imports it."""
+    import importlib
+
+    pkg = work / "pkg" / "fp8_gemm"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text((ROOT / "torch-ext/fp8_gemm/__init__.py").read_text())
+    (pkg / "_ops.py").write_text(
+        "import torch\n"
+        f"ops = torch.ops.{ext_name}\n\n"
+        f"def add_op_namespace_prefix(op_name: str) -> str:\n    return f'{ext_name}::{{op_name}}'\n"
+    )
+    sys.path.insert(0, str(work / "pkg"))
+    sys.modules.pop("fp8_gemm", None)
+    sys.modules.pop("fp8_gemm._ops", None)
+    module = importlib.import_module("fp8_gemm")
+    sys.path.remove(str(work / "pkg"))
+    return module
+
+
 @pytest.fixture(scope="session")
 def fp8_gemm(tmp_path_factory):
     import subprocess
@@ -50,15 +70,20 @@ def fp8_gemm(tmp_path_factory):
     cmd += [f"-L{libdir}", "-lc10", "-ltorch", "-ltorch_cpu", f"-Wl,-rpath,{libdir}", "-o", str(so)]
     subprocess.run(cmd, check=True)
     torch.ops.load_library(str(so))
-    pkg = work / "pkg" / "fp8_gemm"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text((ROOT / "torch-ext/fp8_gemm/__init__.py").read_text())
-    (pkg / "_ops.py").write_text(
-        "import torch\n"
-        f"ops = torch.ops.{EXT_NAME}\n\n"
-        f"def add_op_namespace_prefix(op_name: str) -> str:\n    return f'{EXT_NAME}::{{op_name}}'\n"
-    )
-    sys.path.insert(0, str(work / "pkg"))
-    import fp8_gemm as module
+    return make_package(work, EXT_NAME)
 
-    return module
+
+@pytest.fixture(scope="session")
+def fp8_gemm_cuda(tmp_path_factory):
+    """The CUDA build named by FP8GEMM_SO (built by bench/build_fp8_gemm_dev.sh); GPU tests only."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    so = os.environ.get("FP8GEMM_SO")
+    if not so:
+        pytest.skip("set FP8GEMM_SO to the CUDA build of fp8-gemm (bench/build_fp8_gemm_dev.sh)")
+    torch.ops.load_library(so)
+    return make_package(tmp_path_factory.mktemp("fp8_gemm_cuda"), Path(so).name.split(".")[0])

@@ -40,23 +40,30 @@ void check_args(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_sc
 }
 }  // namespace
 
-void gemm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
-          at::Tensor &c) {
+namespace {
+void dispatch(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+              at::Tensor &c, bool strict) {
   check_args(a, b, a_scale, b_scale, c);
+  (void)strict;  // only the CUDA backend has two paths
 #if defined(CUDA_KERNEL)
-  if (a.device().is_cuda()) return gemm_cuda(a, b, a_scale, b_scale, c);
+  if (a.device().is_cuda()) return gemm_cuda(a, b, a_scale, b_scale, c, strict);
 #endif
 #if defined(CPU_KERNEL)
+  // The CPU reference sums exact fp32 products per 128-K block, which meets both precision modes.
   if (a.device().is_cpu()) return gemm_cpu(a, b, a_scale, b_scale, c);
 #endif
   TORCH_CHECK(false, "gemm: this build has no backend for tensors on ", a.device());
 }
+}  // namespace
 
-// The CPU and generic CUDA paths accumulate every product in fp32 (no fp8 tensor cores), so they serve both
-// modes; a tensor-core fast path would differ here.
+void gemm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+          at::Tensor &c) {
+  dispatch(a, b, a_scale, b_scale, c, false);
+}
+
 void gemm_strict(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
                  const at::Tensor &b_scale, at::Tensor &c) {
-  gemm(a, b, a_scale, b_scale, c);
+  dispatch(a, b, a_scale, b_scale, c, true);
 }
 
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {

@@ -9,5 +9,6 @@ void gemm_strict(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_s
                  const at::Tensor &b_scale, at::Tensor &c);
 void gemm_cpu(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
               at::Tensor &c);
+// strict: bf16 tensor cores on sm_90a (exact products); the generic kernel is exact in both modes.
 void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
-               at::Tensor &c);
+               at::Tensor &c, bool strict);

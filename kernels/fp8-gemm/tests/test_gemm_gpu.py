@@ -1,0 +1,96 @@
+"""CUDA backend on the H200 (run there with FP8GEMM_SO set; not in CI): every compiled sm_90a configuration,
+both layouts, both precision modes, fnuz, split-K, the generic fallback, against the float64 reference."""
+
+import pytest
+import torch
+
+from .fp8_ref import make_inputs, poisoned, reference, rel_err, strict_bad
+
+pytestmark = pytest.mark.gpu
+
+# (M, N, K): tails in every dimension, N = 576 (a half b_scale block), K not a multiple of 128, tiny M.
+SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256, 320, 1040), (1, 200, 512),
+          (1024, 576, 7168), (512, 4096, 512)]  # fmt: skip
+FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4"]
+STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2"]
+
+
+@pytest.fixture
+def env(monkeypatch):
+    return monkeypatch
+
+
+def check(mod, m, n, k, mn_major, precision, dtype=torch.float8_e4m3fn, seed=0):
+    a, b, a_s, b_s = make_inputs(m, n, k, dtype, mn_major, seed=seed, device="cuda")
+    ref = reference(a, b, a_s, b_s)
+    out = mod.gemm(a, b, a_s, b_s, out=poisoned(m, n, "cuda"), precision=precision)
+    torch.cuda.synchronize()
+    assert not out.isnan().any(), "some output element was not written"
+    err, bad = rel_err(out, ref), strict_bad(out, ref)
+    assert err < 2e-3, f"{m}x{n}x{k} {precision}: relative Frobenius error {err:.2e}"
+    if precision == "strict":
+        assert bad == 0, f"{m}x{n}x{k} strict: {bad} elements outside 1e-3 + 2e-2|ref|"
+    return err, bad
+
+
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("precision", ["fast", "strict"])
+def test_default_configuration(fp8_gemm_cuda, m, n, k, mn_major, precision):
+    check(fp8_gemm_cuda, m, n, k, mn_major, precision, seed=m + n + k)
+
+
+@pytest.mark.parametrize("config", FAST_CONFIGS)
+@pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304), (1024, 576, 7168)])
+def test_every_fast_configuration(fp8_gemm_cuda, env, config, m, n, k):
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, m, n, k, False, "fast", seed=k)
+
+
+@pytest.mark.parametrize("config", STRICT_CONFIGS)
+@pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304)])
+def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k):
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, m, n, k, True, "strict", seed=n)
+
+
+@pytest.mark.parametrize("precision", ["fast", "strict"])
+def test_fnuz_inputs(fp8_gemm_cuda, precision):
+    check(fp8_gemm_cuda, 256, 576, 1024, True, precision, dtype=torch.float8_e4m3fnuz)
+
+
+def test_generic_fallback(fp8_gemm_cuda, env):
+    env.setenv("FP8GEMM_FORCE_GENERIC", "1")
+    for mn_major in (False, True):
+        check(fp8_gemm_cuda, 130, 576, 640, mn_major, "strict")
+
+
+def test_fast_matches_generic_closely(fp8_gemm_cuda, env):
+    a, b, a_s, b_s = make_inputs(512, 1536, 7168, device="cuda")
+    fast = fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    env.setenv("FP8GEMM_FORCE_GENERIC", "1")
+    exact = fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    assert rel_err(fast, exact.double()) < 2e-3
+
+
+def test_fnuz_nan_propagates(fp8_gemm_cuda):
+    a, b, a_s, b_s = make_inputs(128, 256, 256, torch.float8_e4m3fnuz, device="cuda")
+    bits = a.view(torch.uint8).clone()
+    bits[bits == 0x80] = 0
+    bits[5, 7] = 0x80
+    for precision in ("fast", "strict"):
+        out = fp8_gemm_cuda.gemm(bits.view(torch.float8_e4m3fnuz), b, a_s, b_s, precision=precision)
+        assert out[5].isnan().all() and not out[:5].isnan().any() and not out[6:].isnan().any()
+
+
+def test_mixed_devices_are_named(fp8_gemm_cuda):
+    a, b, a_s, b_s = make_inputs(64, 128, 256, device="cuda")
+    with pytest.raises(RuntimeError, match="all tensors must be on cuda"):
+        fp8_gemm_cuda.gemm(a, b, a_s.cpu(), b_s)
+
+
+def test_bad_config_override_is_named(fp8_gemm_cuda, env):
+    env.setenv("FP8GEMM_CONFIG", "3,128,1")
+    a, b, a_s, b_s = make_inputs(64, 128, 256, device="cuda")
+    with pytest.raises(RuntimeError, match="FP8GEMM_CONFIG names a tile shape that is not compiled"):
+        fp8_gemm_cuda.gemm(a, b, a_s, b_s)
