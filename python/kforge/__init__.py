@@ -1,10 +1,39 @@
-"""kforge: load pre-built PyTorch kernels from a hub with the HF `kernels` 0.17 API, verified on every load."""
+"""kforge: load pre-built PyTorch kernels from a hub with the HF `kernels` 0.17 API, verified on load."""
 
+from .errors import (
+    ArchMismatchError,
+    DigestMismatchError,
+    KernelError,
+    KernelImportError,
+    KernelVersionNotFoundError,
+    LockError,
+    MetadataError,
+    NoCompatibleVariantError,
+    RevisionNotFoundError,
+    UntrustedPublisherError,
+)
+from .hub import KernelRepoNotFoundError
+from .layers import (
+    CUDAProperties,
+    Device,
+    KernelizeFallback,
+    LayerRepository,
+    LocalLayerRepository,
+    LockedLayerRepository,
+    Mode,
+    ROCMProperties,
+    kernelize,
+    register_kernel_mapping,
+    replace_kernel_forward_from_hub,
+    use_kernel_forward_from_hub,
+    use_kernel_mapping,
+    use_kernelized_func,
+)
 from .loader import (
     LoadedKernel,
-    NoCompatibleVariantError,
     RepoInfo,
     get_kernel,
+    get_kernel_dep,
     get_kernel_variants,
     get_loaded_kernels,
     get_local_kernel,
@@ -13,26 +42,49 @@ from .loader import (
     install_kernel,
     load_kernel,
 )
-from .metadata import DigestMismatchError, Metadata, MetadataError
+from .metadata import Metadata
 from .variants import VariantAccepted, VariantRejected
 
 __version__ = "0.1.0"
 __all__ = [
+    "ArchMismatchError",
+    "CUDAProperties",
+    "Device",
     "DigestMismatchError",
+    "KernelError",
+    "KernelImportError",
+    "KernelRepoNotFoundError",
+    "KernelVersionNotFoundError",
+    "KernelizeFallback",
+    "LayerRepository",
     "LoadedKernel",
+    "LocalLayerRepository",
+    "LockError",
+    "LockedLayerRepository",
     "Metadata",
     "MetadataError",
+    "Mode",
     "NoCompatibleVariantError",
+    "ROCMProperties",
     "RepoInfo",
+    "RevisionNotFoundError",
+    "UntrustedPublisherError",
     "VariantAccepted",
     "VariantRejected",
     "__version__",
     "get_kernel",
+    "get_kernel_dep",
     "get_kernel_variants",
     "get_loaded_kernels",
     "get_local_kernel",
     "get_locked_kernel",
     "has_kernel",
     "install_kernel",
+    "kernelize",
     "load_kernel",
+    "register_kernel_mapping",
+    "replace_kernel_forward_from_hub",
+    "use_kernel_forward_from_hub",
+    "use_kernel_mapping",
+    "use_kernelized_func",
 ]

@@ -1,25 +1,36 @@
-"""Find, download, verify and import kernel variants (kernels 0.17 semantics, reference §1, §3.7, §3.8, §4)."""
+"""Find, download, verify and import kernel variants (kernels 0.17 semantics, reference §1.1, §3, §4)."""
 
 from __future__ import annotations
 
-import contextlib
+import contextvars
 import importlib.util
-import json
+import logging
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from packaging.version import Version
+
+from .errors import ArchMismatchError, KernelImportError, MetadataError, NoCompatibleVariantError
+from .hub import CommitState, Hub, choose_variant, offline, repo_cache, trust_allows, untrusted
 from .metadata import Metadata, verify_digest
 from .system import detect_system
-from .variants import System, VariantAccepted, VariantRejected, resolve
+from .variants import VariantAccepted, VariantRejected, resolve
 
-REPO_TYPE = "kernel"
+log = logging.getLogger("kforge")
 
+# The `kernels` release whose API and metadata this loader implements; `kernels-minver` is compared with it.
+KERNELS_API_VERSION = "0.17.2"
 
-class NoCompatibleVariantError(FileNotFoundError):
-    """The repo offers variants, but none runs on this system."""
+# python-depends allowlist (reference §5.2): name -> importable module (None: nothing to import).
+_PY_DEPS_GENERAL = {"einops": "einops", "helion": "helion", "tvm-ffi": "tvm_ffi"}
+_PY_DEPS_BACKEND = {
+    "cuda": {"nvidia-cutlass-dsl": "cutlass"},
+    "neuron": {"nki": "nki"},
+    "xpu": {"onednn": None},
+}
 
 
 @dataclass(frozen=True)
@@ -36,60 +47,26 @@ class LoadedKernel:
 
 
 _loaded_by_path: dict[Path, LoadedKernel] = {}
+# Dependencies visible to get_kernel_dep while a kernel's __init__.py runs.
+_current_deps: contextvars.ContextVar[dict[str, ModuleType] | None] = contextvars.ContextVar(
+    "kforge_kernel_deps", default=None
+)
 
 
 def get_loaded_kernels() -> list[LoadedKernel]:
     return list(_loaded_by_path.values())
 
 
-def _cache_dir() -> str | None:
-    return os.environ.get("KERNELS_CACHE") or None
-
-
-def _offline() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE) or os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-
-
-def no_variant_message(where: str, trace: list, system: System) -> str:
-    lines = [f"no kernel variant in {where} is compatible with this system ({system.describe()})."]
-    if not trace:
-        lines.append("The repo offers no variant directories under build/.")
-    else:
-        width = max(len(r.name) for r in trace)
-        lines.append("Variants offered, and why each was rejected:")
-        for r in trace:
-            lines.append(f"  {r.name:<{width}}  {getattr(r, 'reason', 'accepted')}")
-    return "\n".join(lines)
-
-
-def choose_variant(names: list[str], system: System, where: str) -> tuple[str, list]:
-    trace = resolve(names, system)
-    if not trace or not isinstance(trace[0], VariantAccepted):
-        raise NoCompatibleVariantError(no_variant_message(where, trace, system))
-    return trace[0].name, trace
-
-
-def check_arch(meta: Metadata, variant_dir: Path) -> None:
-    """Reject a variant whose backend.archs does not cover the current device (reference §3.6)."""
-    if meta.backend is None or not meta.backend.archs:
-        return
-    try:
-        import torch
-    except ImportError:
-        return
-    if meta.backend.backend_type == "cuda" and torch.version.cuda and torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        if _cuda_archs_cover(meta.backend.archs, major, minor) is False:
-            raise RuntimeError(
-                f"{variant_dir}: built for CUDA archs {list(meta.backend.archs)}, which do not cover this "
-                f"device's capability {major}.{minor}; pass check_arch=False to load it anyway"
-            )
-    if meta.backend.backend_type == "rocm" and getattr(torch.version, "hip", None) and torch.cuda.is_available():
-        arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
-        if arch not in meta.backend.archs:
-            raise RuntimeError(f"{variant_dir}: built for {list(meta.backend.archs)}, device is {arch}")
+def get_kernel_dep(repo_id: str) -> ModuleType:
+    """Called by a kernel's own code while it is imported: one of its declared `kernel-depends`."""
+    deps = _current_deps.get()
+    if deps is None:
+        raise RuntimeError("get_kernel_dep() can only be called while a kernel is being loaded")
+    if repo_id not in deps:
+        raise RuntimeError(
+            f"kernel dependency {repo_id!r} is not declared in kernel-depends (declared: {list(deps)})"
+        )
+    return deps[repo_id]
 
 
 def _cuda_archs_cover(archs, major: int, minor: int) -> bool | None:
@@ -114,44 +91,140 @@ def _cuda_archs_cover(archs, major: int, minor: int) -> bool | None:
     return None if not parsed_any else False
 
 
-def import_variant(variant_dir: Path, repo_info: RepoInfo | None = None) -> ModuleType:
+def check_arch(meta: Metadata, variant_dir: Path) -> None:
+    """Reject a variant whose backend.archs does not cover the current device (reference §3.6)."""
+    if meta.backend is None or not meta.backend.archs:
+        return
+    try:
+        import torch
+    except ImportError:
+        return
+    if meta.backend.backend_type == "cuda" and torch.version.cuda and torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        if _cuda_archs_cover(meta.backend.archs, major, minor) is False:
+            raise ArchMismatchError(
+                f"{variant_dir}: built for CUDA archs {list(meta.backend.archs)}, which do not cover this "
+                f"device's capability {major}.{minor}; rebuild with that capability, or pass check_arch=False"
+            )
+    if (
+        meta.backend.backend_type == "rocm"
+        and getattr(torch.version, "hip", None)
+        and torch.cuda.is_available()
+    ):
+        arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
+        if arch not in meta.backend.archs:
+            raise ArchMismatchError(
+                f"{variant_dir}: built for ROCm archs {list(meta.backend.archs)}, this device is {arch}; "
+                "rebuild for it, or pass check_arch=False"
+            )
+
+
+def validate_metadata(meta: Metadata, variant_dir: Path) -> None:
+    """Python dependency allowlist, minimum loader version and the dirty-build warning (reference §3.8,
+    §5.2)."""
+    where = variant_dir / "metadata.json"
+    backend = meta.backend.backend_type if meta.backend else None
+    allowed = {**_PY_DEPS_GENERAL, **_PY_DEPS_BACKEND.get(backend, {})}
+    for dep in meta.python_depends:
+        if dep not in allowed:
+            raise MetadataError(
+                f"{where}: unsupported kernel dependency {dep!r} in python-depends; allowed for backend "
+                f"{backend}: {', '.join(sorted(allowed))}"
+            )
+        module = allowed[dep]
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise ImportError(f"kernel {meta.name} needs the Python package {dep!r}: run `pip install {dep}`")
+    if meta.kernels_minver is not None:
+        try:
+            need = Version(meta.kernels_minver)
+        except ValueError:
+            raise MetadataError(f"{where}: kernels-minver {meta.kernels_minver!r} is not a version") from None
+        if Version(KERNELS_API_VERSION) < Version(need.base_version):
+            raise RuntimeError(
+                f"kernel {meta.name} needs kernels >= {need}, kforge implements kernels "
+                f"{KERNELS_API_VERSION}: "
+                "upgrade kforge"
+            )
+    if meta.dirty:
+        log.warning("kernel %s (%s) was built from a dirty source tree", meta.name, variant_dir)
+
+
+def import_variant(
+    variant_dir: Path,
+    repo_info: RepoInfo | None = None,
+    deps: dict[str, ModuleType] | None = None,
+    meta: Metadata | None = None,
+) -> ModuleType:
     """Verify, then import `variant_dir` as `sys.modules[metadata.id]`; memoized per path."""
-    variant_dir = Path(variant_dir).resolve()
-    meta = Metadata.read_from_file(variant_dir / "metadata.json")
-    verify_digest(variant_dir, meta)  # on every load, even a memoized one: cheap when nothing changed
+    variant_dir = Path(variant_dir).absolute()
+    if meta is None:
+        meta = Metadata.read_from_file(variant_dir / "metadata.json")
+    verify_digest(
+        variant_dir, meta
+    )  # on every load, even a memoized one: a stat per file when nothing changed
     if variant_dir in _loaded_by_path:
         return _loaded_by_path[variant_dir].module
+    if os.environ.get("KFORGE_REQUIRE_DIGEST") == "1" and meta.digest is None:
+        raise MetadataError(f"{variant_dir / 'metadata.json'}: has no digest and KFORGE_REQUIRE_DIGEST=1")
     entry = variant_dir / "__init__.py"
     if not entry.exists():
         entry = variant_dir / meta.python_name / "__init__.py"
     if not entry.exists():
-        raise FileNotFoundError(f"{variant_dir}: neither __init__.py nor {meta.python_name}/__init__.py exists")
+        raise FileNotFoundError(
+            f"{variant_dir}: neither __init__.py nor {meta.python_name}/__init__.py exists"
+        )
     existing = sys.modules.get(meta.id)
-    if existing is not None and Path(getattr(existing, "__file__", "") or "").resolve().parent != entry.parent:
+    if existing is not None:
         raise ImportError(
-            f"module {meta.id!r} is already loaded from {existing.__file__}; a different build "
-            f"({variant_dir}) claims the same id. Two builds must not share a metadata id."
+            f"module {meta.id!r} is already loaded from {getattr(existing, '__file__', '?')}; a different "
+            "build "
+            f"({variant_dir}) claims the same metadata id. Two builds must not share an id: rebuild one of "
+            "them."
         )
     spec = importlib.util.spec_from_file_location(meta.id, entry)
     module = importlib.util.module_from_spec(spec)
     sys.modules[meta.id] = module
+    token = _current_deps.set(dict(deps or {}))
     try:
         spec.loader.exec_module(module)
-    except BaseException as e:
+    except Exception as e:
         sys.modules.pop(meta.id, None)  # never leave a half-imported kernel behind
+        for name in [n for n in sys.modules if n.startswith(meta.id + ".")]:
+            del sys.modules[name]
         where = f" from {repo_info.repo_id}@{repo_info.revision}" if repo_info else ""
-        e.add_note(f"while loading kernel {meta.name} variant {variant_dir.name}{where}")
-        raise
+        causes, c = [], e
+        while c is not None and len(causes) < 4:  # torch's load_library hides the dlopen error in __cause__
+            causes.append(f"{type(c).__name__}: {c}")
+            c = c.__cause__ or c.__context__
+        native = any("undefined symbol" in m or m.startswith("OSError") for m in causes)
+        hint = (
+            "the native library does not match this torch/system: rebuild the kernel for it, or pick another "
+            "variant with backend="
+            if native
+            else "the kernel's Python code failed: report it to the kernel's author"
+        )
+        raise KernelImportError(
+            f"importing kernel {meta.name} variant {variant_dir.name}{where} failed: {' <- '.join(causes)}\n"
+            f"({entry}); {hint}"
+        ) from e
+    finally:
+        _current_deps.reset(token)
     _loaded_by_path[variant_dir] = LoadedKernel(meta, module, repo_info)
     return module
 
 
 def _local_variant_names(root: Path) -> list[str]:
-    return [p.name for p in root.iterdir() if p.is_dir() and (p / "metadata.json").exists()] if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return [p.name for p in root.iterdir() if p.is_dir() and (p / "metadata.json").exists()]
 
 
 def find_local_variant(repo_path: Path, backend: str | None) -> Path:
+    """Variant dir for `repo_path`: a repo root, its build/ folder, or a variant dir itself (reference
+    §1.1)."""
     repo_path = Path(repo_path)
+    if not repo_path.exists():
+        raise FileNotFoundError(f"{repo_path}: no such kernel directory")
     system = detect_system(backend)
     for root in (repo_path, repo_path / "build"):
         names = _local_variant_names(root)
@@ -163,121 +236,103 @@ def find_local_variant(repo_path: Path, backend: str | None) -> Path:
     raise FileNotFoundError(f"{repo_path}: no variant directories (build/<variant>/metadata.json) found")
 
 
-def _local_override(repo_id: str) -> Path | None:
-    for item in filter(None, os.environ.get("LOCAL_KERNELS", "").split(":")):
+def local_overrides() -> dict[str, Path]:
+    """LOCAL_KERNELS=org/a=/path/a<pathsep>org/b=/path/b (os.pathsep, so Windows drive letters survive)."""
+    out = {}
+    for item in filter(None, os.environ.get("LOCAL_KERNELS", "").split(os.pathsep)):
         rid, sep, path = item.partition("=")
-        if not sep:
-            raise ValueError(f"LOCAL_KERNELS entry {item!r}: expected org/name=/path")
-        if rid == repo_id:
-            return Path(path)
-    return None
+        if not sep or "/" not in rid or not path:
+            raise ValueError(f"LOCAL_KERNELS entry {item!r}: expected org/name=/path/to/kernel")
+        out[rid] = Path(path)
+    return out
 
 
 def _exactly_one(revision, version) -> None:
-    if (revision is None) == (version is None):
+    if revision is not None and version is not None:
         raise ValueError(
-            "give exactly one of version= (major version N, branch vN) or revision= (branch, tag or commit); "
-            "see /docs/kernels/migration"
+            "give only one of version= (major version N, branch vN) or revision= (branch, tag, commit)"
+        )
+    if revision is None and version is None:
+        raise ValueError(
+            "give version= (major version N, branch vN) or revision= (branch, tag or commit); loading an "
+            "unpinned kernel is not allowed (see /docs/kernels/migration)"
         )
 
 
-def _api(user_agent):
-    from huggingface_hub import HfApi
-
-    return HfApi(library_name="kforge", library_version="0.1.0", user_agent=user_agent)
-
-
-def _repo_cache(repo_id: str) -> Path:
-    from huggingface_hub import constants
-
-    base = Path(_cache_dir() or constants.HF_HUB_CACHE)
-    return base / ("kernels--" + repo_id.replace("/", "--"))
+@dataclass
+class Resolved:
+    repo_id: str
+    commit: str
+    variant_dir: Path
+    state: CommitState
 
 
-def _is_commit(rev: str) -> bool:
-    return len(rev) in (40, 64) and all(c in "0123456789abcdef" for c in rev)
+def resolve_variant(
+    repo_id: str,
+    *,
+    revision=None,
+    version=None,
+    backend=None,
+    local_files_only: bool = False,
+    user_agent=None,
+    trust_remote_code=False,
+    download: bool = True,
+) -> Resolved:
+    """Pick and (with download=True) fetch the best variant. A commit whose chosen variant was fetched and
+    verified before, by a publisher trusted then, is returned without any network request."""
+    _exactly_one(revision, version)
+    system = detect_system(backend)
+    hub = Hub(user_agent)
+    local_only = local_files_only or offline()
+    commit = hub.resolve_commit(repo_id, revision, version, local_only=local_only)
+    state = CommitState.load(repo_id, commit)
+    snap = repo_cache(repo_id) / "snapshots" / commit / "build"
+    allowed = trust_allows(repo_id, trust_remote_code)
 
+    def check_trust() -> None:
+        if allowed or state.trusted_publisher:
+            return
+        if local_only:
+            why = (
+                "recorded when it was downloaded"
+                if state.trusted_publisher is False
+                else "cannot check offline"
+            )
+            raise untrusted(repo_id, why)
+        state.trusted_publisher = hub.is_trusted_publisher(repo_id)
+        if not state.trusted_publisher:
+            raise untrusted(repo_id, "the hub's organization overview says so")
 
-def _resolve_commit(repo_id: str, revision, version, api) -> str:
-    """Commit for version/revision; cached refs and pinned commits need no request (gaps §4.1, §4.3)."""
-    ref = f"v{version}" if version is not None else revision
-    if _is_commit(ref):
-        return ref
-    ref_file = _repo_cache(repo_id) / "refs" / ref
-    if _offline():
-        if ref_file.exists():
-            return ref_file.read_text().strip()
-        raise FileNotFoundError(
-            f"HF_HUB_OFFLINE is set and {repo_id}@{ref} is not in the cache ({ref_file} missing); "
-            "load it once online or pass revision=<commit>"
-        )
-    if version is not None:
-        refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
-        branches = {b.name: b.target_commit for b in refs.branches}
-        if ref not in branches:
-            have = sorted(int(n[1:]) for n in branches if n[1:].isdigit() and n.startswith("v"))
-            raise ValueError(f"{repo_id} has no version {version}; available versions: {have or 'none'}")
-        commit = branches[ref]
-    else:
-        commit = api.repo_info(repo_id, repo_type=REPO_TYPE, revision=ref).sha
-    _record_ref(ref_file, commit)  # so version=N works offline later
-    return commit
-
-
-def _record_ref(ref_file: Path, commit: str) -> None:
-    ref_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ref_file.with_name(f".{ref_file.name}.{os.getpid()}.tmp")
-    tmp.write_text(commit)
-    os.replace(tmp, ref_file)
-
-
-def _check_trust(repo_id: str, trust_remote_code, api) -> None:
-    if trust_remote_code is True or (isinstance(trust_remote_code, list) and repo_id in trust_remote_code):
-        return
-    owner = repo_id.split("/")[0]
-    try:
-        trusted = bool(getattr(api.get_organization_overview(owner), "trustedKernelPublisher", False))
-    except Exception as e:
-        raise PermissionError(
-            f"could not verify publisher trust for {owner!r} ({e}); pass trust_remote_code=True "
-            f"or trust_remote_code=[{repo_id!r}] if you trust this repo"
-        ) from None
-    if not trusted:
-        raise PermissionError(
-            f"{owner!r} is not a trusted kernel publisher; pass trust_remote_code=[{repo_id!r}] to load {repo_id}"
-        )
-
-
-@contextlib.contextmanager
-def _install_lock(repo_id: str):
-    from filelock import FileLock
-
-    path = _repo_cache(repo_id)
-    path.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path / ".kforge-install.lock")):
-        yield
-
-
-def _hub_variant_names(repo_id: str, commit: str, api) -> list[str]:
-    snap = _repo_cache(repo_id) / "snapshots" / commit / "build"
-    if _offline():
-        return _local_variant_names(snap)
-    from huggingface_hub.hf_api import RepoFolder
-
-    tree = api.list_repo_tree(repo_id, path_in_repo="build", repo_type=REPO_TYPE, revision=commit)
-    return [e.path.split("/", 1)[1] for e in tree if isinstance(e, RepoFolder)]
-
-
-def _cached_variant(repo_id: str, commit: str, system: System) -> Path | None:
-    """A fully cached variant for a pinned commit: load it without any request."""
-    snap = _repo_cache(repo_id) / "snapshots" / commit / "build"
-    names = _local_variant_names(snap)
-    if not names:
-        return None
-    trace = resolve(names, system)
-    if trace and isinstance(trace[0], VariantAccepted) and (snap / trace[0].name / ".kforge-complete").exists():
-        return snap / trace[0].name
-    return None
+    names = state.variants
+    if not names and local_only:
+        # Only what happens to be cached; not recorded, since the hub may offer more variants.
+        names = _local_variant_names(snap)
+        if not names:
+            raise FileNotFoundError(
+                f"offline and no variant of {repo_id}@{commit} is cached under {snap}; load it once online"
+            )
+    elif not names:
+        check_trust()  # before the first request that lists or fetches anything of the repo
+        names = state.variants = hub.list_variants(repo_id, commit)
+    name, _ = choose_variant(names, system, f"{repo_id}@{commit}")
+    variant_dir = snap / name
+    check_trust()
+    if download and not (name in state.verified and (variant_dir / "metadata.json").is_file()):
+        if local_only:
+            if not (variant_dir / "metadata.json").is_file():
+                raise FileNotFoundError(
+                    f"offline and variant {name} of {repo_id}@{commit} is not cached ({variant_dir}); load "
+                    "it "
+                    "once online"
+                )
+        else:
+            variant_dir = hub.download_variant(repo_id, commit, name)
+    if download:
+        meta = Metadata.read_from_file(variant_dir / "metadata.json")
+        verified = verify_digest(variant_dir, meta, known_stamp=state.verified.get(name))
+        state.verified[name] = verified or []
+    state.save()
+    return Resolved(repo_id, commit, variant_dir, state)
 
 
 def install_kernel(
@@ -290,38 +345,76 @@ def install_kernel(
     user_agent=None,
     trust_remote_code=False,
 ) -> Path:
-    """Download the best variant for this system (no import) and return its directory."""
-    _exactly_one(revision, version)
-    system = detect_system(backend)
-    api = _api(user_agent)
-    commit = _resolve_commit(repo_id, revision, version, api)
-    cached = _cached_variant(repo_id, commit, system)
-    if cached is not None:
-        return cached
-    if local_files_only or _offline():
-        snap = _repo_cache(repo_id) / "snapshots" / commit / "build"
-        name, _ = choose_variant(_local_variant_names(snap), system, f"the cache of {repo_id}@{commit}")
-        return snap / name
-    _check_trust(repo_id, trust_remote_code, api)
-    name, _ = choose_variant(_hub_variant_names(repo_id, commit, api), system, f"{repo_id}@{commit}")
-    from huggingface_hub import snapshot_download
-
-    with _install_lock(repo_id):
-        root = snapshot_download(
-            repo_id,
-            repo_type=REPO_TYPE,
-            revision=commit,
-            allow_patterns=[f"build/{name}/*"],
-            ignore_patterns=["*.pyc", "**/__pycache__/**"],
-            cache_dir=_cache_dir(),
-            library_name="kforge",
+    """Download the best variant for this system and its kernel dependencies (no import); return its
+    directory."""
+    override = local_overrides().get(repo_id)
+    if override is not None:
+        return find_local_variant(override, backend)
+    r = resolve_variant(
+        repo_id,
+        revision=revision,
+        version=version,
+        backend=backend,
+        local_files_only=local_files_only,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+    )
+    meta = Metadata.read_from_file(r.variant_dir / "metadata.json")
+    for dep in meta.kernel_depends:
+        install_kernel(
+            dep.repo_id,
+            revision=dep.revision,
+            version=dep.version,
+            backend=backend,
+            local_files_only=local_files_only,
             user_agent=user_agent,
+            trust_remote_code=trust_remote_code,
         )
-        variant_dir = Path(root) / "build" / name
-        meta = Metadata.read_from_file(variant_dir / "metadata.json")
-        verify_digest(variant_dir, meta)
-        (variant_dir / ".kforge-complete").write_text(json.dumps({"repo": repo_id, "commit": commit}))
-    return variant_dir
+    return r.variant_dir
+
+
+def _load_resolved(r: Resolved, *, backend, user_agent, trust_remote_code, check, chain=()) -> ModuleType:
+    meta = Metadata.read_from_file(r.variant_dir / "metadata.json")
+    validate_metadata(meta, r.variant_dir)
+    if check:
+        check_arch(meta, r.variant_dir)
+    deps = {}
+    for dep in meta.kernel_depends:
+        if dep.repo_id in chain:
+            raise ValueError(f"kernel dependency cycle: {' -> '.join([*chain, r.repo_id, dep.repo_id])}")
+        deps[dep.repo_id] = _get_kernel(
+            dep.repo_id,
+            revision=dep.revision,
+            version=dep.version,
+            backend=backend,
+            user_agent=user_agent,
+            trust_remote_code=trust_remote_code,
+            check=check,
+            chain=(*chain, r.repo_id),
+        )
+    return import_variant(r.variant_dir, RepoInfo(r.repo_id, r.commit), deps, meta)
+
+
+def _get_kernel(repo_id, *, revision, version, backend, user_agent, trust_remote_code, check, chain=()):
+    override = local_overrides().get(repo_id)
+    if override is not None:
+        return get_local_kernel(override, backend=backend)
+    r = resolve_variant(
+        repo_id,
+        revision=revision,
+        version=version,
+        backend=backend,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+    )
+    return _load_resolved(
+        r,
+        backend=backend,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+        check=check,
+        chain=chain,
+    )
 
 
 def get_kernel(
@@ -334,83 +427,135 @@ def get_kernel(
     trust_remote_code=False,
     check_arch: bool = True,
 ) -> ModuleType:
-    override = _local_override(repo_id)
-    if override is not None:
-        return get_local_kernel(override, backend=backend)
-    variant_dir = install_kernel(
+    """Load `repo_id` at `version` (branch vN) or `revision`: download if needed, verify, import."""
+    return _get_kernel(
         repo_id,
         revision=revision,
         version=version,
         backend=backend,
         user_agent=user_agent,
         trust_remote_code=trust_remote_code,
+        check=check_arch,
     )
-    meta = Metadata.read_from_file(variant_dir / "metadata.json")
-    if check_arch:
-        globals()["check_arch"](meta, variant_dir)
-    commit = variant_dir.parent.parent.name
-    return import_variant(variant_dir, RepoInfo(repo_id, commit))
 
 
 def get_local_kernel(repo_path, *, backend=None, trust_remote_code=False, user_agent=None) -> ModuleType:
-    return import_variant(find_local_variant(Path(repo_path), backend))
+    """Load a kernel from a local directory (repo root, build/ folder or variant dir); metadata.json
+    required."""
+    variant_dir = find_local_variant(Path(repo_path), backend)
+    meta = Metadata.read_from_file(variant_dir / "metadata.json")
+    validate_metadata(meta, variant_dir)
+    deps = {
+        d.repo_id: _get_kernel(
+            d.repo_id,
+            revision=d.revision,
+            version=d.version,
+            backend=backend,
+            user_agent=user_agent,
+            trust_remote_code=trust_remote_code,
+            check=True,
+        )
+        for d in meta.kernel_depends
+    }
+    return import_variant(variant_dir, None, deps, meta)
 
 
 def has_kernel(
     repo_id: str, *, revision=None, version=None, backend=None, trust_remote_code=False, check_arch=True
 ) -> bool:
+    """Whether a variant for this system exists (False only for "no variant" or an arch mismatch)."""
+    override = local_overrides().get(repo_id)
     try:
-        variant_dir = install_kernel(
-            repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
-        )
+        if override is not None:
+            variant_dir = find_local_variant(override, backend)
+        else:
+            r = resolve_variant(
+                repo_id,
+                revision=revision,
+                version=version,
+                backend=backend,
+                trust_remote_code=trust_remote_code,
+                download=False,
+            )
+            variant_dir = r.variant_dir
+            if not (variant_dir / "metadata.json").is_file() and not offline():
+                name = variant_dir.name
+                variant_dir = Hub().download_file(repo_id, r.commit, f"build/{name}/metadata.json").parent
         if check_arch:
             globals()["check_arch"](Metadata.read_from_file(variant_dir / "metadata.json"), variant_dir)
-    except NoCompatibleVariantError:
+    except (NoCompatibleVariantError, ArchMismatchError):
         return False
-    except RuntimeError as e:
-        if "do not cover" in str(e) or "built for" in str(e):
-            return False
-        raise
     return True
 
 
 def get_kernel_variants(
     repo_id: str, *, revision=None, version=None, backend=None
 ) -> list[VariantAccepted | VariantRejected]:
+    """Every variant of the repo at that version/revision, accepted ones first (preferred first), each
+    rejection with its reason."""
     _exactly_one(revision, version)
-    api = _api(None)
-    commit = _resolve_commit(repo_id, revision, version, api)
-    return resolve(_hub_variant_names(repo_id, commit, api), detect_system(backend))
+    hub = Hub()
+    local_only = offline()
+    commit = hub.resolve_commit(repo_id, revision, version, local_only=local_only)
+    state = CommitState.load(repo_id, commit)
+    names = state.variants
+    if not names:
+        snap = repo_cache(repo_id) / "snapshots" / commit / "build"
+        names = _local_variant_names(snap) if local_only else hub.list_variants(repo_id, commit)
+    return resolve(names, detect_system(backend))
 
 
-def _read_lock(lockfile) -> list:
-    if lockfile is None:
-        raise ValueError("lockfile=None (read kernels.lock from the calling distribution) is not supported yet")
-    try:
-        return json.loads(Path(lockfile).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"{lockfile}: cannot read kernels.lock ({e})") from None
+def _load_locked(
+    repo_id, lockfile, caller, *, backend, local_only, trust_remote_code, user_agent
+) -> ModuleType:
+    from .locking import check_locked_variant, read_lock
 
-
-def _locked_commit(repo_id: str, lockfile) -> str:
-    for entry in _read_lock(lockfile):
-        dep = entry.get("dependency", {}) if isinstance(entry, dict) else {}
-        if dep.get("repo-id") == repo_id:
-            return entry["lock"]["commit"]
-    raise ValueError(f"{lockfile}: no entry for {repo_id}; run `kforge lock` to add it")
-
-
-def get_locked_kernel(repo_id: str, *, lockfile, trust_remote_code=False, user_agent=None) -> ModuleType:
-    return get_kernel(
-        repo_id, revision=_locked_commit(repo_id, lockfile), trust_remote_code=trust_remote_code, user_agent=user_agent
+    lock = read_lock(lockfile, caller=caller)
+    entry = lock.find(repo_id)
+    r = resolve_variant(
+        repo_id,
+        revision=entry.commit,
+        backend=backend,
+        local_files_only=local_only,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+    )
+    check_locked_variant(lock, entry, r.variant_dir)
+    return _load_resolved(
+        r, backend=backend, user_agent=user_agent, trust_remote_code=trust_remote_code, check=True
     )
 
 
-def load_kernel(repo_id: str, *, lockfile, backend=None) -> ModuleType:
-    """Load a locked kernel from the cache only; never downloads."""
-    commit = _locked_commit(repo_id, lockfile)
-    variant_dir = install_kernel(repo_id, revision=commit, backend=backend, local_files_only=True)
-    return import_variant(variant_dir, RepoInfo(repo_id, commit))
+def _caller():
+    from .locking import _caller_module
+
+    return _caller_module()
 
 
+def get_locked_kernel(
+    repo_id: str, *, lockfile: Path | None, trust_remote_code=False, user_agent=None
+) -> ModuleType:
+    """Load the commit locked for `repo_id` (downloading if needed); the variant must match its lock hash."""
+    return _load_locked(
+        repo_id,
+        lockfile,
+        _caller(),
+        backend=None,
+        local_only=False,
+        trust_remote_code=trust_remote_code,
+        user_agent=user_agent,
+    )
 
+
+def load_kernel(repo_id: str, *, lockfile: Path | None, backend=None) -> ModuleType:
+    """Load the locked commit from the cache only (never downloads); the variant must match its lock hash.
+    The project's lock file is the trust decision here: it pins a commit the project chose."""
+    return _load_locked(
+        repo_id,
+        lockfile,
+        _caller(),
+        backend=backend,
+        local_only=True,
+        trust_remote_code=[repo_id],
+        user_agent=None,
+    )

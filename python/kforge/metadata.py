@@ -1,4 +1,5 @@
-"""`build/<variant>/metadata.json`: parsing and the per-file digest check done on every load."""
+"""`build/<variant>/metadata.json`: parsing with per-key errors, and the per-file digest check run on every
+load."""
 
 from __future__ import annotations
 
@@ -6,18 +7,16 @@ import base64
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import DigestMismatchError, MetadataError
+
+# Files a digest never covers (reference §5.1).
 _EXCLUDED_TOP = {"metadata.json", "metadata.json.sigstore"}
-
-
-class MetadataError(ValueError):
-    """metadata.json is missing, does not parse, or lacks a required key."""
-
-
-class DigestMismatchError(RuntimeError):
-    """A variant's files do not match the digest in its metadata.json."""
+_NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
+BACKEND_TYPES = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
 
 
 @dataclass(frozen=True)
@@ -27,52 +26,134 @@ class Backend:
 
 
 @dataclass(frozen=True)
+class KernelDependency:
+    """One `kernel-depends` entry: a repo and exactly one of version (branch vN) or revision."""
+
+    repo_id: str
+    version: int | None = None
+    revision: str | None = None
+
+
+@dataclass(frozen=True)
 class Metadata:
     id: str
     name: str
-    version: int | None
-    license: str | None
-    backend: Backend | None
+    version: int | None = None
+    license: str | None = None
+    backend: Backend | None = None
     python_depends: tuple[str, ...] = ()
-    kernel_depends: tuple[dict, ...] = ()
+    kernel_depends: tuple[KernelDependency, ...] = ()
+    kernels_minver: str | None = None
+    upstream: str | None = None
+    source: str | None = None
     digest: dict | None = None
+    provenance: dict | None = None
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def python_name(self) -> str:
         return self.name.replace("-", "_")
 
+    @property
+    def dirty(self) -> bool:
+        kernel = (self.provenance or {}).get("kernel") or {}
+        return bool(kernel.get("dirty"))
+
     @classmethod
     def read_from_file(cls, path: Path) -> Metadata:
+        path = Path(path)
         try:
-            data = json.loads(Path(path).read_bytes())
+            raw = path.read_bytes()
         except FileNotFoundError:
-            raise MetadataError(f"{path}: missing; every kernel variant needs a metadata.json") from None
+            raise MetadataError(
+                f"{path}: missing; every kernel variant needs a metadata.json (rebuild it with `kforge "
+                "build`)"
+            ) from None
+        return cls.from_bytes(raw, where=str(path))
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, where: str = "metadata.json") -> Metadata:
+        try:
+            data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise MetadataError(f"{path}: not valid JSON ({e}); rebuild or re-download the variant") from None
+            raise MetadataError(
+                f"{where}: not valid JSON ({e}); rebuild or re-download the variant"
+            ) from None
         if not isinstance(data, dict):
-            raise MetadataError(f"{path}: expected a JSON object at top level")
+            raise MetadataError(f"{where}: expected a JSON object at top level, got {type(data).__name__}")
+
+        def bad(key: str, expected: str) -> MetadataError:
+            return MetadataError(f"{where}: key {key!r} must be {expected}, got {data.get(key)!r}")
+
         for key in ("id", "name"):
             if not isinstance(data.get(key), str) or not data[key]:
-                raise MetadataError(f"{path}: key {key!r} must be a non-empty string")
-        b = data.get("backend")
+                raise bad(key, "a non-empty string")
+        if not _NAME.match(data["name"]):
+            raise bad("name", "lowercase letters, digits and '-' (regex ^[a-z][-a-z0-9]*[a-z0-9]$)")
+        version = data.get("version")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise bad("version", "an integer major version")
+        for key in ("license", "kernels-minver", "upstream", "source"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise bad(key, "a string")
+        py_deps = data.get("python-depends") or []
+        if not isinstance(py_deps, list) or not all(isinstance(d, str) for d in py_deps):
+            raise bad("python-depends", "a list of package names")
         backend = None
-        if isinstance(b, dict) and isinstance(b.get("type"), str):
-            backend = Backend(b["type"], tuple(b.get("archs") or ()))
+        b = data.get("backend")
+        if b is not None:
+            if not isinstance(b, dict) or b.get("type") not in BACKEND_TYPES:
+                raise bad("backend", f"an object with 'type' one of {', '.join(BACKEND_TYPES)}")
+            archs = b.get("archs") or []
+            if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+                raise MetadataError(f"{where}: key 'backend.archs' must be a list of strings, got {archs!r}")
+            backend = Backend(b["type"], tuple(archs))
+        digest = data.get("digest")
+        if digest is not None and (
+            not isinstance(digest, dict)
+            or not isinstance(digest.get("files"), dict)
+            or "algorithm" not in digest
+        ):
+            raise bad("digest", "an object {algorithm, files: {path: base64 hash}}")
         return cls(
             id=data["id"],
             name=data["name"],
-            version=data.get("version"),
+            version=version,
             license=data.get("license"),
             backend=backend,
-            python_depends=tuple(data.get("python-depends") or ()),
-            kernel_depends=tuple(data.get("kernel-depends") or ()),
-            digest=data.get("digest"),
+            python_depends=tuple(py_deps),
+            kernel_depends=tuple(_kernel_deps(data.get("kernel-depends"), where)),
+            kernels_minver=data.get("kernels-minver"),
+            upstream=data.get("upstream"),
+            source=data.get("source"),
+            digest=digest,
+            provenance=data.get("provenance") if isinstance(data.get("provenance"), dict) else None,
             raw=data,
         )
 
 
-def _digest_files(variant_dir: Path) -> list[str]:
+def _kernel_deps(value, where: str) -> list[KernelDependency]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise MetadataError(f"{where}: key 'kernel-depends' must be a list, got {value!r}")
+    out = []
+    for i, dep in enumerate(value):
+        ok = isinstance(dep, dict) and isinstance(dep.get("repo-id"), str)
+        has_version = isinstance(dep.get("version"), int) if ok else False
+        has_revision = isinstance(dep.get("revision"), str) if ok else False
+        if not ok or has_version == has_revision:
+            raise MetadataError(
+                f"{where}: kernel-depends[{i}] must be {{'repo-id': str, and exactly one of 'version': int "
+                f"or 'revision': str}}, got {dep!r}"
+            )
+        out.append(KernelDependency(dep["repo-id"], dep.get("version"), dep.get("revision")))
+    return out
+
+
+def digest_files(variant_dir: Path) -> list[str]:
+    """Relative paths a digest covers: every file except top-level metadata.json(.sigstore), .pyc,
+    __pycache__."""
     out = []
     for root, dirs, files in os.walk(variant_dir, followlinks=True):
         dirs[:] = [d for d in dirs if d != "__pycache__"]
@@ -85,47 +166,55 @@ def _digest_files(variant_dir: Path) -> list[str]:
     return sorted(out)
 
 
+def file_hash(path: Path, algorithm: str = "sha256") -> bytes:
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as fh:  # open() follows symlinks into the HF blob store
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.digest()
+
+
 def compute_digest(variant_dir: Path, algorithm: str = "sha256") -> dict[str, str]:
     """base64(std) hash of every covered file, keyed by `/`-separated relative path."""
-    result = {}
-    for rel in _digest_files(variant_dir):
-        h = hashlib.new(algorithm)
-        with open(variant_dir / rel, "rb") as fh:  # open() follows symlinks into the HF blob store
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        result[rel] = base64.b64encode(h.digest()).decode()
-    return result
+    return {
+        rel: base64.b64encode(file_hash(variant_dir / rel, algorithm)).decode()
+        for rel in digest_files(variant_dir)
+    }
 
 
-# (path, size, mtime_ns, inode) of every verified file, per variant dir: re-hash only what changed.
-_verified: dict[Path, tuple] = {}
-
-
-def _stamp(variant_dir: Path) -> tuple:
-    st = []
-    for rel in ["metadata.json", *_digest_files(variant_dir)]:
+def stamp(variant_dir: Path) -> list:
+    """(path, size, mtime, ctime, inode) of every file of the variant: any write changes ctime, so a matching
+    stamp means the bytes that were verified are still the bytes on disk."""
+    out = []
+    for rel in ["metadata.json", *digest_files(variant_dir)]:
         s = os.stat(variant_dir / rel)
-        st.append((rel, s.st_size, s.st_mtime_ns, s.st_ino))
-    return tuple(st)
+        out.append([rel, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino])
+    return out
 
 
-def verify_digest(variant_dir: Path, meta: Metadata, *, require: bool = False) -> None:
-    """Check the variant against `meta.digest` as a set; raise DigestMismatchError naming each bad file."""
+# In-process memo: variant dir -> stamp of the last successful verification.
+_verified: dict[Path, list] = {}
+
+
+def verify_digest(variant_dir: Path, meta: Metadata, *, known_stamp: list | None = None) -> list | None:
+    """Check the variant's files against `meta.digest` as a set; raise DigestMismatchError naming each bad
+    file.
+
+    Skips hashing when the files' stamp equals the in-process memo or `known_stamp` (a stamp persisted by an
+    earlier process). Returns the stamp that was verified, or None when the metadata has no digest.
+    """
     variant_dir = Path(variant_dir)
     md = variant_dir / "metadata.json"
     if meta.digest is None:
-        if require:
-            raise DigestMismatchError(f"{md}: has no 'digest'; rebuild with kforge build to add one")
-        return
-    stamp = _stamp(variant_dir)
-    if _verified.get(variant_dir) == stamp:
-        return
+        return None
+    current = stamp(variant_dir)
+    if _verified.get(variant_dir) == current or (known_stamp is not None and known_stamp == current):
+        _verified[variant_dir] = current
+        return current
     algorithm = meta.digest.get("algorithm")
     if algorithm not in ("sha256", "sha512"):
         raise DigestMismatchError(f"{md}: digest.algorithm must be 'sha256' or 'sha512', got {algorithm!r}")
-    expected = meta.digest.get("files")
-    if not isinstance(expected, dict):
-        raise DigestMismatchError(f"{md}: digest.files must be an object of path -> base64 hash")
+    expected = meta.digest["files"]
     actual = compute_digest(variant_dir, algorithm)
     problems = []
     for rel in sorted(set(expected) | set(actual)):
@@ -141,4 +230,5 @@ def verify_digest(variant_dir: Path, meta: Metadata, *, require: bool = False) -
             + "\n  ".join(problems)
             + "\nDelete the cached variant and download it again, or rebuild it."
         )
-    _verified[variant_dir] = stamp
+    _verified[variant_dir] = current
+    return current

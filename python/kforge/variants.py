@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 
 NOARCH_BACKENDS = ("cpu", "cuda", "rocm", "metal", "xpu", "npu", "neuron", "tpu")
 _COMPUTE = re.compile(r"^(?:(cpu|metal|neuron|tpu)|(cu|rocm|xpu|cann)(\d+))$")
-_ARCH = re.compile(r"^(torch-stable-abi|torch|tvm-ffi)(\d)(\d+)(?:-(cxx11|cxx98))?-([a-z0-9]+)-([a-z0-9_]+)-([a-z]+)$")
+_ARCH = re.compile(
+    r"^(torch-stable-abi|torch|tvm-ffi)(\d)(\d+)(?:-(cxx11|cxx98))?-([a-z0-9]+)-([a-z0-9_]+)-([a-z]+)$"
+)
 KNOWN_CPUS = ("x86_64", "aarch64")
 KNOWN_OSES = ("linux", "darwin", "windows")
 _TYPE_OF_PREFIX = {"cu": "cuda", "rocm": "rocm", "xpu": "xpu", "cann": "npu"}
@@ -82,7 +84,8 @@ def parse_variant(name: str) -> Variant:
         raise VariantNameError(f"variant name {name!r}: unknown compute token {compute_tok!r}")
     if cpu not in KNOWN_CPUS or os_ not in KNOWN_OSES:
         raise VariantNameError(
-            f"variant name {name!r}: CPU must be one of {KNOWN_CPUS} and OS one of {KNOWN_OSES}, got {cpu}-{os_}"
+            f"variant name {name!r}: CPU must be one of {KNOWN_CPUS} and OS one of {KNOWN_OSES}, got "
+            f"{cpu}-{os_}"
         )
     kind = {"torch": "torch", "torch-stable-abi": "stable-abi", "tvm-ffi": "tvm-ffi"}[fw]
     if abi is not None and kind != "torch":

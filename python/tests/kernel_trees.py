@@ -1,4 +1,4 @@
-"""Builds real kernel variant trees for the tests: a g++-compiled torch extension and a pure-python noarch one."""
+"""Real kernel variant trees for the tests: a g++-compiled torch extension and pure-python variants."""
 
 from __future__ import annotations
 
@@ -50,12 +50,19 @@ def _cache_root() -> Path:
     return Path(os.environ.get("KFORGE_TEST_CACHE", Path.home() / ".cache" / "kforge-tests"))
 
 
-def build_extension(ns: str) -> Path:
-    """Compile the relu op into `_<ns>.abi3.so` with g++ against torch's headers; cached by content."""
+BROKEN_CPP = r"""
+extern "C" int kforge_test_symbol_that_does_not_exist(int);
+extern "C" int kforge_broken_entry(int x) { return kforge_test_symbol_that_does_not_exist(x); }
+"""
+
+
+def build_extension(ns: str, *, broken: bool = False) -> Path:
+    """Compile the relu op into `_<ns>.abi3.so` with g++ against torch's headers; cached by content.
+    broken=True gives a library with an undefined symbol, as a build against another torch would."""
     import torch
     from torch.utils import cpp_extension
 
-    src = CPP.replace("NS", ns)
+    src = BROKEN_CPP if broken else CPP.replace("NS", ns)
     key = hashlib.sha256((src + torch.__version__).encode()).hexdigest()[:16]
     out = _cache_root() / key / f"_{ns}.abi3.so"
     if out.exists():
@@ -67,17 +74,38 @@ def build_extension(ns: str) -> Path:
     lib = Path(torch.__file__).parent / "lib"
     abi = int(torch.compiled_with_cxx11_abi())
     tmp = out.with_name(out.name + ".tmp")
-    cmd = ["g++", "-O1", "-shared", "-fPIC", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *inc,
-           f"-I{sysconfig.get_paths()['include']}", str(cpp), f"-L{lib}", "-lc10", "-ltorch_cpu",
-           f"-Wl,-rpath,{lib}", "-o", str(tmp)]  # fmt: skip
+    cmd = [
+        "g++",
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-std=c++17",
+        f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+        *inc,
+        f"-I{sysconfig.get_paths()['include']}",
+        str(cpp),
+        f"-L{lib}",
+        "-lc10",
+        "-ltorch_cpu",
+        f"-Wl,-rpath,{lib}",
+        "-o",
+        str(tmp),
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
     os.replace(tmp, out)
     return out
 
 
 def write_metadata(variant_dir: Path, *, name: str, id_: str, backend: str, digest: bool = True) -> None:
-    meta = {"name": name, "id": id_, "version": 1, "license": "Apache-2.0", "python-depends": [],
-            "kernel-depends": [], "backend": {"type": backend}}  # fmt: skip
+    meta = {
+        "name": name,
+        "id": id_,
+        "version": 1,
+        "license": "Apache-2.0",
+        "python-depends": [],
+        "kernel-depends": [],
+        "backend": {"type": backend},
+    }
     if digest:
         meta["digest"] = {"algorithm": "sha256", "files": compute_digest(variant_dir)}
     (variant_dir / "metadata.json").write_text(json.dumps(meta, indent=2))
@@ -106,3 +134,26 @@ def make_tree(root: Path, *, ns: str, native: bool = True, noarch: bool = True) 
         (d / "__init__.py").write_text(NOARCH_INIT_PY)
         write_metadata(d, name="relu", id_=ns + "_noarch", backend="cpu")
     return root
+
+
+def make_variant(
+    variant_dir: Path,
+    files: dict[str, str],
+    *,
+    name: str,
+    id_: str,
+    backend: str = "cpu",
+    digest: bool = True,
+    **extra,
+) -> Path:
+    """A variant dir holding `files` (relative path -> text) and a metadata.json (extra keys merged in)."""
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        (variant_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        (variant_dir / rel).write_text(text)
+    write_metadata(variant_dir, name=name, id_=id_, backend=backend, digest=digest)
+    if extra:
+        meta = json.loads((variant_dir / "metadata.json").read_text())
+        meta.update(extra)
+        (variant_dir / "metadata.json").write_text(json.dumps(meta, indent=2))
+    return variant_dir

@@ -4,16 +4,30 @@ import json
 from pathlib import Path
 
 import pytest
-
-from kforge.variants import Compute, System, VariantAccepted, VariantNameError, parse_variant, print_variant, resolve
+from kforge.variants import (
+    Compute,
+    System,
+    VariantAccepted,
+    VariantNameError,
+    parse_variant,
+    print_variant,
+    resolve,
+)
 
 VECTORS = Path(__file__).resolve().parents[2] / "tests" / "vectors"
 
 
 def _system(d: dict) -> System:
     c = d["compute"]
-    return System(d["torch"], d["cxx11"], Compute(c["type"], c.get("version")), d["cpu"], d["os"],
-                  tvm_ffi=d.get("tvm_ffi"), macos=d.get("macos"))  # fmt: skip
+    return System(
+        d["torch"],
+        d["cxx11"],
+        Compute(c["type"], c.get("version")),
+        d["cpu"],
+        d["os"],
+        tvm_ffi=d.get("tvm_ffi"),
+        macos=d.get("macos"),
+    )
 
 
 SELECTION = json.loads((VECTORS / "selection.json").read_text())["selection"]
@@ -31,7 +45,8 @@ def test_selection_vectors(case):
     assert len(trace) == len({n for n in case["offered"] if n != "not-a-variant"})
 
 
-# Builder-invalid names that a loader must still parse (reference §3.3: tagless Linux variants are accepted and
+# Builder-invalid names that a loader must still parse (reference §3.3: tagless Linux variants are accepted
+# and
 # sorted first; an ABI tag on a non-Linux OS parses, then is rejected by the compatibility check).
 LOADER_ACCEPTS = {"torch211-cu130-x86_64-linux", "torch212-cxx11-metal-aarch64-darwin"}
 
