@@ -1,13 +1,19 @@
-//! ABI checks for built kernel extensions: manylinux symbol versions, abi3, torch symbols, GNU_UNIQUE, RPATH.
+//! ABI checks for built kernel extensions: manylinux symbol versions, abi3, torch stable ABI, symbol
+//! resolution against the target torch, GNU_UNIQUE, RPATH.
 
-use std::collections::HashSet;
+mod elf;
+pub mod policy;
+mod resolve;
+
+use std::fmt;
 use std::path::{Path, PathBuf};
 
-use object::elf;
-use object::read::elf::{FileHeader, Sym};
 use serde::Serialize;
 
-/// A problem found while reading a file (not a finding about its ABI).
+use elf::{ElfInfo, machine_name, map, parse_elf};
+use resolve::Resolver;
+
+/// A problem found while reading input (not a finding about its ABI).
 #[derive(Debug, thiserror::Error)]
 pub enum AbiError {
     #[error("cannot read {path}: {source}")]
@@ -15,8 +21,22 @@ pub enum AbiError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path} is not a 64-bit little-endian ELF shared object: {reason}")]
+    #[error("{path} is not a 64-bit ELF shared object: {reason}")]
     Parse { path: PathBuf, reason: String },
+    #[error("unknown manylinux policy `{name}`; expected one of {}", policy::level_names().join(", "))]
+    UnknownPolicy { name: String },
+    #[error("{what} `{value}`: expected {expected}")]
+    BadValue {
+        what: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error(
+        "--torch-lib {path}: not a directory holding libc10.so (expected the lib/ dir of a torch install)"
+    )]
+    BadTorchLib { path: PathBuf },
+    #[error("{path}: no *.so file found (expected a build/<variant>/ directory)")]
+    NothingToCheck { path: PathBuf },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -44,13 +64,17 @@ pub struct FileReport {
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
+    /// What was checked, e.g. `manylinux_2_28, Python ABI 3.9, symbols resolved against <dir>`.
+    pub checks: String,
     pub files: Vec<FileReport>,
+    /// Checks that could not run, and why.
+    pub notes: Vec<String>,
 }
 
 impl Report {
     /// The report as pretty-printed JSON.
     pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        serde_json::to_string_pretty(self).expect("the report holds only plain data")
     }
 
     pub fn has_errors(&self) -> bool {
@@ -59,42 +83,119 @@ impl Report {
             .flat_map(|f| &f.findings)
             .any(|f| f.severity == Severity::Error)
     }
+
+    /// Append another report's files and notes (the first `checks` description wins).
+    pub fn merge(&mut self, other: Report) {
+        if self.checks.is_empty() {
+            self.checks = other.checks;
+        }
+        self.files.extend(other.files);
+        for n in other.notes {
+            if !self.notes.contains(&n) {
+                self.notes.push(n);
+            }
+        }
+    }
 }
 
-/// Highest allowed version per symbol-version namespace (PEP 600 / auditwheel facts).
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for file in &self.files {
+            writeln!(f, "{}", file.path.display())?;
+            if file.findings.is_empty() {
+                writeln!(f, "  ok: no ABI issues ({})", self.checks)?;
+            }
+            for x in &file.findings {
+                let lib = x
+                    .library
+                    .as_deref()
+                    .map(|l| format!(" (from {l})"))
+                    .unwrap_or_default();
+                let sev = match x.severity {
+                    Severity::Error => "error",
+                    Severity::Warning => "warning",
+                };
+                writeln!(f, "  {sev} [{}] {}{lib}", x.code, x.message)?;
+                if let Some(h) = &x.fix_hint {
+                    writeln!(f, "    hint: {h}")?;
+                }
+            }
+        }
+        for n in &self.notes {
+            writeln!(f, "note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What to check against.
 #[derive(Debug, Clone)]
 pub struct Policy {
+    /// Canonical manylinux level, e.g. `manylinux_2_28`.
     pub name: String,
-    pub max_versions: Vec<(&'static str, Vec<u32>)>,
     /// Minimum Python (major, minor) for the limited API; None skips the abi3 check.
     pub python_abi: Option<(u32, u32)>,
+    /// Check for torch symbols outside the stable ABI (implied by `torch_stable_abi_version`).
     pub torch_stable_abi: bool,
+    /// Target torch (major, minor) of a stable-ABI build: C shim functions added later are violations.
+    pub torch_stable_abi_version: Option<(u32, u32)>,
+    /// The target torch's `lib/` dir: every undefined symbol must resolve through it (None skips that).
     pub torch_lib: Option<PathBuf>,
     /// Expected ELF machine ("x86_64" / "aarch64"); None skips the check.
     pub cpu: Option<String>,
 }
 
 impl Policy {
-    /// A named manylinux policy; returns None for unknown names.
+    /// A named manylinux level (or alias such as `manylinux2014`) with abi3 3.9; None for unknown names.
     pub fn manylinux(name: &str) -> Option<Policy> {
-        let max_versions = match name {
-            "manylinux_2_28" => vec![
-                ("GLIBC", vec![2, 28]),
-                ("GLIBCXX", vec![3, 4, 24]),
-                ("CXXABI", vec![1, 3, 11]),
-                ("GCC", vec![7, 0, 0]),
-            ],
-            _ => return None,
-        };
         Some(Policy {
-            name: name.to_string(),
-            max_versions,
+            name: policy::canonical_name(name)?.to_string(),
             python_abi: Some((3, 9)),
             torch_stable_abi: false,
+            torch_stable_abi_version: None,
             torch_lib: None,
             cpu: None,
         })
     }
+
+    /// Like [`Policy::manylinux`], with an error naming the known levels.
+    pub fn parse(name: &str) -> Result<Policy, AbiError> {
+        Policy::manylinux(name).ok_or_else(|| AbiError::UnknownPolicy {
+            name: name.to_string(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        let mut parts = vec![self.name.clone()];
+        if let Some((a, b)) = self.python_abi {
+            parts.push(format!("Python ABI {a}.{b}"));
+        }
+        if let Some((a, b)) = self.torch_stable_abi_version {
+            parts.push(format!("torch stable ABI {a}.{b}"));
+        } else if self.torch_stable_abi {
+            parts.push("torch stable ABI".into());
+        }
+        if let Some(t) = &self.torch_lib {
+            parts.push(format!("symbols resolved against {}", t.display()));
+        }
+        parts.join(", ")
+    }
+}
+
+/// Parse `MAJOR.MINOR` (e.g. `3.9`, `2.10`), as `--python-abi` and `--torch-stable-abi` take it.
+pub fn parse_major_minor(what: &'static str, value: &str) -> Result<(u32, u32), AbiError> {
+    value
+        .split_once('.')
+        .and_then(|(a, b)| {
+            // `2.10.0` is accepted for the torch version; a patch level changes nothing.
+            let b = b.split('.').next()?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .ok_or_else(|| AbiError::BadValue {
+            what,
+            value: value.to_string(),
+            expected: "MAJOR.MINOR such as 3.9 or 2.10",
+        })
 }
 
 /// Options for checking a variant directory.
@@ -104,96 +205,29 @@ pub struct Options {
 }
 
 const LIMITED_API: &str = include_str!("../data/python_limited_api.txt");
+const TORCH_SHIM_VERSIONS: &str = include_str!("../data/torch_shim_versions.txt");
+
+fn data_lines(text: &'static str) -> impl Iterator<Item = &'static str> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+}
 
 fn limited_api_added(name: &str) -> Option<(u32, u32)> {
-    LIMITED_API
-        .lines()
-        .filter(|l| !l.starts_with('#'))
+    data_lines(LIMITED_API)
         .filter_map(|l| l.split_once(' '))
         .find(|(n, _)| *n == name)
+        .and_then(|(_, v)| parse_major_minor("data", v).ok())
+}
+
+/// The torch version that added a stable C shim function (`TORCH_VERSION_2_10_0` -> (2, 10)).
+fn shim_added(name: &str) -> Option<(u32, u32)> {
+    data_lines(TORCH_SHIM_VERSIONS)
+        .filter_map(|l| l.split_once(": "))
+        .find(|(n, _)| *n == name)
         .and_then(|(_, v)| {
-            let (a, b) = v.split_once('.')?;
-            Some((a.parse().ok()?, b.parse().ok()?))
+            let mut it = v.strip_prefix("TORCH_VERSION_")?.split('_');
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
         })
-}
-
-struct Undefined {
-    name: String,
-    version: Option<String>,
-    library: Option<String>,
-    weak: bool,
-}
-
-struct ElfInfo {
-    machine: u16,
-    needed: Vec<String>,
-    runpaths: Vec<String>,
-    undefined: Vec<Undefined>,
-    defined: Vec<String>,
-    unique: Vec<String>,
-}
-
-fn parse_elf(path: &Path, data: &[u8]) -> Result<ElfInfo, AbiError> {
-    let perr = |e: object::read::Error| AbiError::Parse {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let header = elf::FileHeader64::<object::Endianness>::parse(data).map_err(perr)?;
-    let endian = header.endian().map_err(perr)?;
-    let sections = header.sections(endian, data).map_err(perr)?;
-    let dynsym = sections
-        .symbols(endian, data, elf::SHT_DYNSYM)
-        .map_err(perr)?;
-    let versions = sections.versions(endian, data).map_err(perr)?;
-    let mut info = ElfInfo {
-        machine: header.e_machine(endian).0,
-        needed: Vec::new(),
-        runpaths: Vec::new(),
-        undefined: Vec::new(),
-        defined: Vec::new(),
-        unique: Vec::new(),
-    };
-    for (index, sym) in dynsym.enumerate() {
-        let name = String::from_utf8_lossy(sym.name(endian, dynsym.strings()).map_err(perr)?);
-        if name.is_empty() {
-            continue;
-        }
-        if sym.st_bind() == elf::STB_GNU_UNIQUE {
-            info.unique.push(name.to_string());
-        }
-        if sym.is_undefined(endian) {
-            let (mut version, mut library) = (None, None);
-            if let Some(v) = &versions
-                && let Ok(Some(ver)) = v.version(v.version_index(endian, index).index())
-            {
-                version = Some(String::from_utf8_lossy(ver.name()).to_string());
-                library = ver.file().map(|f| String::from_utf8_lossy(f).to_string());
-            }
-            info.undefined.push(Undefined {
-                name: name.to_string(),
-                version,
-                library,
-                weak: sym.st_bind() == elf::STB_WEAK,
-            });
-        } else if sym.st_bind() != elf::STB_LOCAL {
-            info.defined.push(name.to_string());
-        }
-    }
-    let dynamic = sections.dynamic_table(endian, data).map_err(perr)?;
-    for d in &dynamic {
-        let value = || String::from_utf8_lossy(dynamic.string(d).unwrap_or_default()).to_string();
-        if d.tag == elf::DT_NEEDED {
-            info.needed.push(value());
-        } else if d.tag == elf::DT_RPATH || d.tag == elf::DT_RUNPATH {
-            info.runpaths.extend(
-                value()
-                    .split(':')
-                    .filter(|s| !s.is_empty())
-                    .map(String::from),
-            );
-        }
-    }
-    Ok(info)
 }
 
 fn parse_version(v: &str) -> Option<Vec<u32>> {
@@ -211,86 +245,36 @@ fn finding(code: &'static str, message: String, symbol: Option<&str>) -> Finding
     }
 }
 
-fn system_lib_dirs(machine: u16) -> Vec<PathBuf> {
-    let triple = if machine == elf::EM_AARCH64.0 {
-        "aarch64-linux-gnu"
-    } else {
-        "x86_64-linux-gnu"
+fn demangle(name: &str) -> Option<String> {
+    cpp_demangle::Symbol::new(name).ok().map(|s| s.to_string())
+}
+
+fn is_python(name: &str) -> bool {
+    name.starts_with("Py") || name.starts_with("_Py")
+}
+
+fn version_findings(info: &ElfInfo, policy: &Policy, out: &mut Vec<Finding>) {
+    let arch = machine_name(info.machine);
+    let Some(limits) = policy::symbol_limits(&policy.name, arch) else {
+        let mut f = finding(
+            "no-policy-for-arch",
+            format!("{} defines no symbol limits for {arch}", policy.name),
+            None,
+        );
+        f.severity = Severity::Warning;
+        out.push(f);
+        return;
     };
-    [
-        format!("/lib/{triple}"),
-        format!("/usr/lib/{triple}"),
-        "/lib64".into(),
-        "/usr/lib64".into(),
-        "/usr/lib".into(),
-    ]
-    .into_iter()
-    .map(PathBuf::from)
-    .collect()
-}
-
-/// Exported (defined, non-local) dynamic symbols of a library, plus its DT_NEEDED.
-fn exports_of(path: &Path) -> Option<(Vec<String>, Vec<String>)> {
-    let data = std::fs::read(path).ok()?;
-    let info = parse_elf(path, &data).ok()?;
-    Some((info.defined, info.needed))
-}
-
-fn resolvable_symbols(info: &ElfInfo, torch_lib: Option<&Path>) -> HashSet<String> {
-    let mut dirs: Vec<PathBuf> = torch_lib.map(Path::to_path_buf).into_iter().collect();
-    dirs.extend(system_lib_dirs(info.machine));
-    let mut seen = HashSet::new();
-    let mut queue: Vec<String> = info.needed.clone();
-    if let Some(dir) = torch_lib
-        && let Ok(entries) = std::fs::read_dir(dir)
-    {
-        for e in entries.flatten() {
-            let n = e.file_name().to_string_lossy().to_string();
-            if (n.starts_with("libtorch") || n.starts_with("libc10")) && n.ends_with(".so") {
-                queue.push(n);
-            }
-        }
-    }
-    let mut symbols = HashSet::new();
-    while let Some(lib) = queue.pop() {
-        if !seen.insert(lib.clone()) {
-            continue;
-        }
-        if let Some(path) = dirs.iter().map(|d| d.join(&lib)).find(|p| p.exists())
-            && let Some((defs, needed)) = exports_of(&path)
-        {
-            symbols.extend(defs);
-            queue.extend(needed);
-        }
-    }
-    symbols
-}
-
-/// Check one shared object against a policy.
-pub fn check_file(path: &Path, policy: &Policy) -> Result<Report, AbiError> {
-    let data = std::fs::read(path).map_err(|source| AbiError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let info = parse_elf(path, &data)?;
-    let mut findings = Vec::new();
-
     for u in &info.undefined {
         let Some(version) = &u.version else { continue };
         let Some((ns, num)) = version.split_once('_') else {
             continue;
         };
-        let (Some(max), Some(have)) = (
-            policy
-                .max_versions
-                .iter()
-                .find(|(n, _)| *n == ns)
-                .map(|(_, m)| m),
-            parse_version(num),
-        ) else {
+        // Versions without a numeric part (`CXXABI_TM_1`, `libcudart.so.13`) are not policed.
+        let (Some(max), Some(have)) = (limits.max_for(ns), parse_version(num)) else {
             continue;
         };
-        if &have > max {
+        if have.as_slice() > max {
             let max_s = max.iter().map(u32::to_string).collect::<Vec<_>>().join(".");
             let mut f = finding(
                 "symbol-version",
@@ -302,86 +286,160 @@ pub fn check_file(path: &Path, policy: &Policy) -> Result<Report, AbiError> {
             );
             f.library = u.library.clone();
             f.fix_hint = Some(if u.name == "__libc_single_threaded" {
-                "built with a newer libstdc++ that reads __libc_single_threaded; kforge build adds a hidden definition `char __libc_single_threaded = 0` so the atomic path is always used".into()
+                "the libstdc++ headers of gcc >= 11 read __libc_single_threaded; link one object defining `char __libc_single_threaded = 0` with hidden visibility (kforge build does) so the always-correct atomic path is used".into()
             } else {
                 format!(
-                    "build with a toolchain targeting {} (glibc 2.28 / gcc-toolset) or avoid {}",
-                    policy.name, u.name
+                    "build with a toolchain targeting {} (glibc {}.{}, its libstdc++) or avoid {}",
+                    policy.name, limits.glibc[0], limits.glibc[1], u.name
                 )
             });
-            findings.push(f);
+            out.push(f);
         }
     }
+}
 
-    if let Some(min) = policy.python_abi {
-        for u in info
-            .undefined
-            .iter()
-            .filter(|u| u.name.starts_with("Py") || u.name.starts_with("_Py"))
-        {
-            match limited_api_added(&u.name) {
-                Some(added) if added > min => findings.push(finding(
-                    "abi3-too-new",
+fn python_findings(info: &ElfInfo, min: (u32, u32), out: &mut Vec<Finding>) {
+    for u in info.undefined.iter().filter(|u| is_python(&u.name)) {
+        match limited_api_added(&u.name) {
+            Some(added) if added > min => out.push(finding(
+                "abi3-too-new",
+                format!(
+                    "{} is in the limited API only since Python {}.{} (declared minimum {}.{})",
+                    u.name, added.0, added.1, min.0, min.1
+                ),
+                Some(&u.name),
+            )),
+            Some(_) => {}
+            None => {
+                let mut f = finding(
+                    "non-abi3",
+                    format!("{} is not part of the Python limited API (abi3)", u.name),
+                    Some(&u.name),
+                );
+                f.fix_hint = Some(
+                    "use only limited-API calls (define Py_LIMITED_API=0x03090000) or drop the call"
+                        .into(),
+                );
+                out.push(f);
+            }
+        }
+    }
+}
+
+fn stable_abi_findings(info: &ElfInfo, policy: &Policy, out: &mut Vec<Finding>) {
+    for u in &info.undefined {
+        if let Some(added) = shim_added(&u.name) {
+            if let Some(target) = policy.torch_stable_abi_version
+                && added > target
+            {
+                let mut f = finding(
+                    "torch-shim-too-new",
                     format!(
-                        "{} is in the limited API only since Python {}.{} (declared minimum {}.{})",
-                        u.name, added.0, added.1, min.0, min.1
+                        "{} was added to the torch stable ABI in {}.{}, after the target {}.{}",
+                        u.name, added.0, added.1, target.0, target.1
                     ),
                     Some(&u.name),
-                )),
-                Some(_) => {}
-                None => {
-                    let mut f = finding(
-                        "non-abi3",
-                        format!("{} is not part of the Python limited API (abi3)", u.name),
-                        Some(&u.name),
-                    );
-                    f.fix_hint = Some(
-                        "use only limited-API calls (define Py_LIMITED_API) or drop the call"
-                            .into(),
-                    );
-                    findings.push(f);
-                }
-            }
-        }
-    }
-
-    if policy.torch_stable_abi {
-        for u in &info.undefined {
-            let Some(d) = demangle(&u.name) else { continue };
-            if (d.starts_with("c10::") || d.starts_with("at::") || d.starts_with("torch::"))
-                && !d.starts_with("torch::stable::")
-            {
-                findings.push(finding(
-                    "non-stable-torch-abi",
-                    format!("{d} is not in the torch stable ABI"),
-                    Some(&u.name),
+                );
+                f.fix_hint = Some(format!(
+                    "raise the stable-abi version to {}.{} or avoid {}",
+                    added.0, added.1, u.name
                 ));
+                out.push(f);
             }
+            continue;
         }
-    }
-
-    if policy.torch_lib.is_some() {
-        let available = resolvable_symbols(&info, policy.torch_lib.as_deref());
-        for u in info.undefined.iter().filter(|u| !u.weak) {
-            // Python symbols come from the interpreter at load time.
-            if u.name.starts_with("Py") || u.name.starts_with("_Py") || available.contains(&u.name)
-            {
-                continue;
-            }
-            let shown = demangle(&u.name).unwrap_or_else(|| u.name.clone());
+        let Some(d) = demangle(&u.name) else { continue };
+        if (d.starts_with("c10::") || d.starts_with("at::") || d.starts_with("torch::"))
+            && !d.starts_with("torch::stable::")
+        {
             let mut f = finding(
-                "unresolved-symbol",
-                format!("{shown} is defined by no torch library and no needed library"),
+                "non-stable-torch-abi",
+                format!("{d} is not in the torch stable ABI"),
                 Some(&u.name),
             );
             f.fix_hint = Some(
-                "link the library that defines it, or build against the torch version you target"
+                "use torch/csrc/stable/ (torch::stable::Tensor, STABLE_TORCH_LIBRARY) instead of ATen/c10 APIs"
                     .into(),
             );
-            findings.push(f);
+            out.push(f);
         }
     }
+}
 
+fn resolution_findings(
+    path: &Path,
+    info: &ElfInfo,
+    policy: &Policy,
+    resolver: &mut Resolver,
+    out: &mut Vec<Finding>,
+) {
+    let origin = path.parent().unwrap_or(Path::new("."));
+    let search: Vec<PathBuf> = info
+        .runpaths
+        .iter()
+        .filter(|r| r.contains("$ORIGIN") || r.contains("${ORIGIN}"))
+        .map(|r| resolve::expand_origin(r, origin))
+        .collect();
+    let closure = resolver.closure(&info.needed, &search);
+    let torch = resolver.torch_wide();
+    for lib in &info.needed {
+        let from_torch = torch.reached.contains(lib);
+        if from_torch || policy::is_system_lib(&policy.name, lib) || lib.starts_with("libpython") {
+            continue;
+        }
+        let mut f = finding(
+            "library-not-allowed",
+            format!(
+                "needs {lib}, which is neither loaded by torch nor a {} system library",
+                policy.name
+            ),
+            None,
+        );
+        f.library = Some(lib.clone());
+        f.fix_hint = Some(
+            "link it statically, or drop the dependency; users' machines will not have it".into(),
+        );
+        out.push(f);
+    }
+    for lib in &closure.missing {
+        let mut f = finding(
+            "library-not-found",
+            format!(
+                "{lib} was found neither in {} nor in the system library dirs",
+                resolver.torch_lib().display()
+            ),
+            None,
+        );
+        f.severity = Severity::Warning;
+        f.library = Some(lib.clone());
+        out.push(f);
+    }
+    for u in info.undefined.iter().filter(|u| !u.weak) {
+        // Python symbols come from the interpreter that imports the extension.
+        if is_python(&u.name) || closure.exports.contains_key(&u.name) {
+            continue;
+        }
+        let shown = demangle(&u.name).unwrap_or_else(|| u.name.clone());
+        let mut f = finding(
+            "unresolved-symbol",
+            format!("{shown} is defined by no library the extension loads"),
+            Some(&u.name),
+        );
+        f.fix_hint = Some(match torch.exports.get(&u.name) {
+            Some(lib) => format!(
+                "{lib} defines it: link it (-l{})",
+                lib.trim_start_matches("lib").trim_end_matches(".so")
+            ),
+            None => format!(
+                "no library of the torch in {} defines it: build against the torch version you target",
+                resolver.torch_lib().display()
+            ),
+        });
+        out.push(f);
+    }
+}
+
+fn layout_findings(info: &ElfInfo, policy: &Policy, out: &mut Vec<Finding>) {
     for name in &info.unique {
         let mut f = finding(
             "gnu-unique",
@@ -389,17 +447,17 @@ pub fn check_file(path: &Path, policy: &Policy) -> Result<Report, AbiError> {
             Some(name),
         );
         f.fix_hint = Some("compile with -fno-gnu-unique".into());
-        findings.push(f);
+        out.push(f);
     }
     for rp in &info.runpaths {
-        if rp.starts_with('/') {
+        if !rp.starts_with("$ORIGIN") && !rp.starts_with("${ORIGIN}") {
             let mut f = finding(
-                "absolute-rpath",
-                format!("RPATH/RUNPATH contains the build-machine path {rp}"),
+                "build-rpath",
+                format!("RPATH/RUNPATH contains {rp}, a path of the build machine"),
                 None,
             );
             f.fix_hint = Some("drop the rpath or use $ORIGIN-relative paths".into());
-            findings.push(f);
+            out.push(f);
         }
     }
     for lib in info.needed.iter().filter(|n| n.starts_with("libpython")) {
@@ -409,54 +467,84 @@ pub fn check_file(path: &Path, policy: &Policy) -> Result<Report, AbiError> {
             None,
         );
         f.library = Some(lib.clone());
-        findings.push(f);
+        f.fix_hint = Some("do not pass -lpython3.x when linking".into());
+        out.push(f);
     }
     if let Some(cpu) = &policy.cpu {
-        let expected = match cpu.as_str() {
-            "x86_64" => Some(elf::EM_X86_64.0),
-            "aarch64" => Some(elf::EM_AARCH64.0),
-            _ => None,
-        };
-        if let Some(e) = expected.filter(|e| *e != info.machine) {
-            findings.push(finding(
+        let have = machine_name(info.machine);
+        if have != cpu {
+            out.push(finding(
                 "wrong-machine",
-                format!(
-                    "ELF machine {} does not match the variant cpu {cpu} ({e})",
-                    info.machine
-                ),
+                format!("ELF machine is {have}, the variant says {cpu}"),
                 None,
             ));
         }
     }
-    Ok(Report {
-        files: vec![FileReport {
-            path: path.to_path_buf(),
-            findings,
-        }],
+}
+
+fn check_one(
+    path: &Path,
+    policy: &Policy,
+    resolver: &mut Option<Resolver>,
+) -> Result<FileReport, AbiError> {
+    let data = map(path)?;
+    let info = parse_elf(path, &data)?;
+    let mut findings = Vec::new();
+    version_findings(&info, policy, &mut findings);
+    if let Some(min) = policy.python_abi {
+        python_findings(&info, min, &mut findings);
+    }
+    if policy.torch_stable_abi || policy.torch_stable_abi_version.is_some() {
+        stable_abi_findings(&info, policy, &mut findings);
+    }
+    if let Some(torch_lib) = &policy.torch_lib {
+        let triple = format!("{}-linux-gnu", machine_name(info.machine));
+        let r = resolver.get_or_insert_with(|| Resolver::new(torch_lib, &triple));
+        resolution_findings(path, &info, policy, r, &mut findings);
+    }
+    layout_findings(&info, policy, &mut findings);
+    Ok(FileReport {
+        path: path.to_path_buf(),
+        findings,
     })
 }
 
-fn demangle(name: &str) -> Option<String> {
-    cpp_demangle::Symbol::new(name).ok().map(|s| s.to_string())
+fn validate(policy: &Policy) -> Result<Vec<String>, AbiError> {
+    policy::canonical_name(&policy.name).ok_or_else(|| AbiError::UnknownPolicy {
+        name: policy.name.clone(),
+    })?;
+    match &policy.torch_lib {
+        Some(dir) if !dir.join("libc10.so").is_file() => {
+            Err(AbiError::BadTorchLib { path: dir.clone() })
+        }
+        Some(_) => Ok(Vec::new()),
+        None => Ok(vec![
+            "symbol resolution skipped: pass the target torch's lib/ dir (--torch-lib) to check that every undefined symbol resolves".into(),
+        ]),
+    }
 }
 
-/// Check every *.so under a build/<variant>/ dir; the cpu and stable-ABI flag come from the variant name.
-pub fn check_variant_dir(dir: &Path, options: &Options) -> Result<Report, AbiError> {
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let mut policy = options.policy.clone();
-    if name.starts_with("torch-stable-abi") {
-        policy.torch_stable_abi = true;
+/// Check shared objects against one policy.
+pub fn check_files(paths: &[PathBuf], policy: &Policy) -> Result<Report, AbiError> {
+    let notes = validate(policy)?;
+    let mut resolver = None;
+    let mut files = Vec::new();
+    for p in paths {
+        files.push(check_one(p, policy, &mut resolver)?);
     }
-    if policy.cpu.is_none() {
-        policy.cpu = ["x86_64", "aarch64"]
-            .iter()
-            .find(|c| name.contains(&format!("-{c}-")))
-            .map(|c| c.to_string());
-    }
-    let mut report = Report::default();
+    Ok(Report {
+        checks: policy.describe(),
+        files,
+        notes,
+    })
+}
+
+/// Check one shared object against a policy.
+pub fn check_file(path: &Path, policy: &Policy) -> Result<Report, AbiError> {
+    check_files(&[path.to_path_buf()], policy)
+}
+
+fn shared_objects(dir: &Path) -> Result<Vec<PathBuf>, AbiError> {
     let mut stack = vec![dir.to_path_buf()];
     let mut files = Vec::new();
     while let Some(d) = stack.pop() {
@@ -474,8 +562,103 @@ pub fn check_variant_dir(dir: &Path, options: &Options) -> Result<Report, AbiErr
         }
     }
     files.sort();
-    for f in files {
-        report.files.extend(check_file(&f, &policy)?.files);
+    Ok(files)
+}
+
+/// Check every *.so under a build/<variant>/ dir; the expected cpu comes from the variant name.
+pub fn check_variant_dir(dir: &Path, options: &Options) -> Result<Report, AbiError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let mut policy = options.policy.clone();
+    if policy.cpu.is_none() {
+        policy.cpu = ["x86_64", "aarch64"]
+            .iter()
+            .find(|c| name.ends_with(&format!("-{c}-linux")))
+            .map(|c| c.to_string());
+    }
+    let files = shared_objects(dir)?;
+    if files.is_empty() {
+        return Err(AbiError::NothingToCheck {
+            path: dir.to_path_buf(),
+        });
+    }
+    check_files(&files, &policy)
+}
+
+/// Variant directories of a kernel project, discovered as `kernel-builder check-abi` does: the first of
+/// `DIR/result`, `DIR/build`, `DIR` whose subdirectories hold `metadata.json`; or DIR itself if it holds one.
+pub fn variant_dirs(dir: &Path) -> Result<Vec<PathBuf>, AbiError> {
+    if dir.join("metadata.json").is_file() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    for base in [dir.join("result"), dir.join("build"), dir.to_path_buf()] {
+        let Ok(entries) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        let mut found: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("metadata.json").is_file())
+            .collect();
+        if !found.is_empty() {
+            found.sort();
+            return Ok(found);
+        }
+    }
+    Ok(Vec::new())
+}
+
+/// Check every variant under a project or build dir (see [`variant_dirs`]).
+pub fn check_project(dir: &Path, options: &Options) -> Result<Report, AbiError> {
+    let dirs = variant_dirs(dir)?;
+    if dirs.is_empty() {
+        return Err(AbiError::NothingToCheck {
+            path: dir.to_path_buf(),
+        });
+    }
+    let mut report = Report::default();
+    for d in dirs {
+        report.merge(check_variant_dir(&d, options)?);
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn data_tables_parse() {
+        assert_eq!(limited_api_added("PyModule_Create2"), Some((3, 2)));
+        assert_eq!(limited_api_added("PyUnstable_Anything"), None);
+        assert_eq!(shim_added("torch_from_blob"), Some((2, 11)));
+        assert_eq!(shim_added("torch_library_impl"), Some((2, 10)));
+        assert_eq!(shim_added("aoti_torch_empty_strided"), None);
+    }
+
+    #[test]
+    fn major_minor() {
+        assert_eq!(parse_major_minor("x", "3.9").unwrap(), (3, 9));
+        assert_eq!(parse_major_minor("x", "2.10.0").unwrap(), (2, 10));
+        let e = parse_major_minor("--python-abi", "39").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--python-abi `39`: expected MAJOR.MINOR")
+        );
+    }
+
+    #[test]
+    fn unknown_policy_names_the_known_levels() {
+        let e = Policy::parse("manylinux_2_99").unwrap_err().to_string();
+        assert!(
+            e.contains("manylinux_2_28") && e.contains("manylinux_2_17"),
+            "{e}"
+        );
+        assert_eq!(
+            Policy::parse("manylinux2014").unwrap().name,
+            "manylinux_2_17"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! `kforge abi` on real ELF fixtures compiled with gcc at test time.
+//! `kforge abi` on ELF fixtures compiled with gcc at test time, and `kforge cache stats | gc`.
+//! (The checks themselves are covered in crates/kforge-abi/tests; this is the command's surface.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,118 +26,223 @@ impl Drop for TempDir {
     }
 }
 
-fn cc(dir: &Path, name: &str, lang: &str, src: &str, extra: &[&str]) -> PathBuf {
-    let src_path = dir.join(format!("{name}.{lang}"));
+fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let src_path = dir.join(format!("{name}.c"));
     std::fs::write(&src_path, src).unwrap();
     let out = dir.join(format!("{name}.so"));
-    let compiler = if lang == "cpp" { "g++" } else { "gcc" };
-    let status = Command::new(compiler)
+    let status = Command::new("gcc")
         .args(["-shared", "-fPIC", "-O2", "-o"])
         .arg(&out)
         .arg(&src_path)
-        .args(extra)
         .status()
         .unwrap();
-    assert!(status.success(), "{compiler} failed for {name}");
+    assert!(status.success(), "gcc failed for {name}");
     out
 }
 
-fn abi(args: &[&std::ffi::OsStr]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kforge"))
-        .arg("abi")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-    )
+struct Run {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+fn kforge(args: &[&std::ffi::OsStr], env: &[(&str, &Path)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kforge"));
+    cmd.args(args).env_remove("KFORGE_TORCH_LIB");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    }
+}
+
+fn os(s: &str) -> &std::ffi::OsStr {
+    s.as_ref()
 }
 
 const SINGLE_THREADED: &str =
     "extern char __libc_single_threaded; int st(void) { return __libc_single_threaded; }\n";
 
 #[test]
-fn clean_library_passes() {
+fn clean_file_passes_and_a_violation_fails_with_hint() {
     let dir = TempDir::new();
-    let so = cc(
+    let clean = cc(
         dir.path(),
         "clean",
-        "c",
         "int add(int a, int b) { return a + b; }\n",
+    );
+    let r = kforge(&[os("abi"), clean.as_os_str()], &[]);
+    assert!(r.ok, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("ok: no ABI issues (manylinux_2_28, Python ABI 3.9)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("note: symbol resolution skipped"),
+        "{}",
+        r.stdout
+    );
+
+    let bad = cc(dir.path(), "st", SINGLE_THREADED);
+    let r = kforge(&[os("abi"), bad.as_os_str()], &[]);
+    assert!(!r.ok);
+    assert!(
+        r.stdout.contains("error [symbol-version] __libc_single_threaded@GLIBC_2.32 is newer than GLIBC_2.28 allowed by manylinux_2_28 (from libc.so.6)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("hint: "), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("ABI compatibility issues found"),
+        "{}",
+        r.stderr
+    );
+
+    // The same file is fine for a newer level, spelled either way.
+    for flag in ["--manylinux", "--policy", "-m"] {
+        let r = kforge(
+            &[os("abi"), bad.as_os_str(), os(flag), os("manylinux_2_34")],
+            &[],
+        );
+        assert!(r.ok, "{flag}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn json_output_and_project_discovery() {
+    let dir = TempDir::new();
+    let variant = dir.path().join("build/torch211-cxx11-cpu-x86_64-linux");
+    std::fs::create_dir_all(&variant).unwrap();
+    std::fs::write(variant.join("metadata.json"), "{}").unwrap();
+    cc(&variant, "_relu_cpu_abc1234", SINGLE_THREADED);
+    let r = kforge(&[os("abi"), dir.path().as_os_str(), os("--json")], &[]);
+    assert!(!r.ok);
+    let json = &r.stdout;
+    assert!(json.contains("\"code\": \"symbol-version\""), "{json}");
+    assert!(json.contains("\"severity\": \"error\""), "{json}");
+    assert!(json.contains("_relu_cpu_abc1234.so"), "{json}");
+    assert!(
+        json.contains("\"checks\": \"manylinux_2_28, Python ABI 3.9\""),
+        "{json}"
+    );
+
+    // Run from inside the project with no path argument.
+    let out = Command::new(env!("CARGO_BIN_EXE_kforge"))
+        .arg("abi")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("_relu_cpu_abc1234.so"));
+}
+
+#[test]
+fn bad_arguments_are_named() {
+    let dir = TempDir::new();
+    let so = cc(dir.path(), "x", "int x(void) { return 0; }\n");
+    let r = kforge(
+        &[
+            os("abi"),
+            so.as_os_str(),
+            os("--manylinux"),
+            os("manylinux_2_99"),
+        ],
         &[],
     );
-    let (ok, out) = abi(&[so.as_os_str()]);
-    assert!(ok, "{out}");
+    assert!(!r.ok);
     assert!(
-        out.contains("ok: no ABI issues for manylinux_2_28"),
-        "{out}"
+        r.stderr
+            .contains("unknown manylinux policy `manylinux_2_99`"),
+        "{}",
+        r.stderr
     );
-}
+    assert!(r.stderr.contains("manylinux_2_28"), "{}", r.stderr);
 
-#[test]
-fn glibc_2_32_symbol_fails_and_hidden_definition_fixes_it() {
-    let dir = TempDir::new();
-    let bad = cc(dir.path(), "st", "c", SINGLE_THREADED, &[]);
-    let (ok, out) = abi(&[bad.as_os_str(), "--json".as_ref()]);
-    assert!(!ok, "{out}");
-    assert!(out.contains("__libc_single_threaded@GLIBC_2.32"), "{out}");
-    assert!(out.contains("\"library\": \"libc.so.6\""), "{out}");
-    assert!(out.contains("hidden definition"), "{out}");
-
-    let fixed_src = format!(
-        "{SINGLE_THREADED}__attribute__((visibility(\"hidden\"))) char __libc_single_threaded = 0;\n"
-    );
-    let fixed = cc(dir.path(), "st_fixed", "c", &fixed_src, &[]);
-    let (ok, out) = abi(&[fixed.as_os_str()]);
-    assert!(ok, "{out}");
-}
-
-#[test]
-fn gnu_unique_symbol_fails() {
-    let dir = TempDir::new();
-    let src = "template <typename T> struct Counter { static int value; };\n\
-               template <typename T> int Counter<T>::value = 0;\n\
-               int bump() { return ++Counter<int>::value; }\n";
-    let so = cc(dir.path(), "unique", "cpp", src, &["-fgnu-unique"]);
-    let (ok, out) = abi(&[so.as_os_str()]);
-    assert!(!ok, "{out}");
-    assert!(
-        out.contains("[gnu-unique]") && out.contains("STB_GNU_UNIQUE"),
-        "{out}"
-    );
-}
-
-#[test]
-fn non_abi3_python_symbol_fails() {
-    let dir = TempDir::new();
-    let src = "void *PyUnstable_Foo_Internal(void); void *PyModule_Create2(void *, int);\n\
-               void *f(void) { PyModule_Create2(0, 3); return PyUnstable_Foo_Internal(); }\n";
-    let so = cc(dir.path(), "py", "c", src, &[]);
-    let (ok, out) = abi(&[so.as_os_str()]);
-    assert!(!ok, "{out}");
-    assert!(out.contains("[non-abi3] PyUnstable_Foo_Internal"), "{out}");
-    assert!(!out.contains("PyModule_Create2 is not"), "{out}");
-}
-
-#[test]
-fn unresolved_symbol_against_stub_torch_lib() {
-    let dir = TempDir::new();
-    let lib = dir.path().join("torchlib");
-    std::fs::create_dir(&lib).unwrap();
-    let stub = cc(
-        dir.path(),
-        "libc10",
-        "c",
-        "int c10_defined(void) { return 1; }\n",
+    let r = kforge(
+        &[os("abi"), so.as_os_str(), os("--python-abi"), os("three")],
         &[],
     );
-    std::fs::rename(&stub, lib.join("libc10.so")).unwrap();
-    let src = "int c10_defined(void); int c10_missing(void);\n\
-               int g(void) { return c10_defined() + c10_missing(); }\n";
-    let so = cc(dir.path(), "ext", "c", src, &[]);
-    let (ok, out) = abi(&[so.as_os_str(), "--torch-lib".as_ref(), lib.as_os_str()]);
-    assert!(!ok, "{out}");
-    assert!(out.contains("[unresolved-symbol] c10_missing"), "{out}");
-    assert!(!out.contains("c10_defined is"), "{out}");
+    assert!(
+        r.stderr
+            .contains("--python-abi `three`: expected MAJOR.MINOR"),
+        "{}",
+        r.stderr
+    );
+
+    let r = kforge(
+        &[
+            os("abi"),
+            so.as_os_str(),
+            os("--torch-lib"),
+            dir.path().as_os_str(),
+        ],
+        &[],
+    );
+    assert!(
+        r.stderr.contains("not a directory holding libc10.so"),
+        "{}",
+        r.stderr
+    );
+
+    let missing = dir.path().join("nope");
+    let r = kforge(&[os("abi"), missing.as_os_str()], &[]);
+    assert!(
+        r.stderr.contains("nope: no such file or directory"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn cache_stats_and_gc_trim_the_oldest_actions() {
+    let dir = TempDir::new();
+    let cache = dir.path().join("cache");
+    let actions = cache.join("actions");
+    for (i, name) in ["old", "mid", "new"].iter().enumerate() {
+        let d = actions.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("out.o"), vec![0u8; 4096]).unwrap();
+        // Distinct modification times, oldest first.
+        let t = std::time::SystemTime::UNIX_EPOCH
+            + std::time::Duration::from_secs(1_000_000 + i as u64);
+        std::fs::File::open(&d).unwrap().set_modified(t).unwrap();
+    }
+    std::fs::create_dir_all(cache.join("tmp/dead-999999999-1")).unwrap();
+    std::fs::write(cache.join("tmp/dead-999999999-1/part"), vec![0u8; 100]).unwrap();
+
+    let env = [("KFORGE_CACHE", cache.as_path())];
+    let r = kforge(&[os("cache"), os("stats")], &env);
+    assert!(r.ok, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(&format!("cache: {}", cache.display())),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("actions         3 entries     12.0 KiB"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("tmp                              100 B"),
+        "{}",
+        r.stdout
+    );
+
+    let r = kforge(&[os("cache"), os("gc"), os("--max-size"), os("9K")], &env);
+    assert!(r.ok, "{}", r.stderr);
+    assert!(r.stdout.contains("freed 4.1 KiB"), "{}", r.stdout);
+    assert!(!actions.join("old").exists());
+    assert!(actions.join("mid").exists() && actions.join("new").exists());
+    assert!(!cache.join("tmp/dead-999999999-1").exists());
+
+    let r = kforge(&[os("cache"), os("gc"), os("--max-size"), os("lots")], &env);
+    assert!(!r.ok);
+    assert!(r.stderr.contains("--max-size lots"), "{}", r.stderr);
+    assert!(r.stderr.contains("not a size"), "{}", r.stderr);
 }

@@ -222,6 +222,48 @@ impl fmt::Display for DeviceReport {
     }
 }
 
+/// Compile every `backend = "rocm"` component of a project; see [`compile_components`].
+pub fn compile_device_only(
+    project: &kforge_manifest::Project,
+    options: &DeviceOnlyOptions,
+) -> Result<DeviceReport, RocmError> {
+    let build_toml = project.root.join("build.toml");
+    if !project
+        .manifest
+        .general
+        .backends
+        .contains(&kforge_manifest::Backend::Rocm)
+    {
+        return Err(RocmError::NothingToBuild {
+            detail: format!(
+                ": {} [general] backends does not list \"rocm\"",
+                build_toml.display()
+            ),
+        });
+    }
+    let components: Vec<Component> = project
+        .manifest
+        .kernels_for(kforge_manifest::Backend::Rocm)
+        .map(|(name, k)| Component {
+            name: name.clone(),
+            src: k.src.clone(),
+            include: k.include.clone(),
+            rocm_archs: k.rocm_archs.clone(),
+            hip_flags: k.hip_flags.clone(),
+        })
+        .collect();
+    if components.is_empty() {
+        return Err(RocmError::NothingToBuild {
+            detail: format!(
+                ": {} has no [kernel.*] with backend = \"rocm\"",
+                build_toml.display()
+            ),
+        });
+    }
+    let tools = Tools::detect()?;
+    compile_components(&tools, &project.root, &components, options)
+}
+
 /// The archs one component is compiled for: the exact intersection of its `rocm-archs` with the supported
 /// list, narrowed to `requested` when given.
 fn select_archs(

@@ -1,23 +1,34 @@
 //! `kforge abi`: check built shared objects for manylinux/abi3/torch ABI problems.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, bail};
-use kforge_abi::{Options, Policy, Report, check_file, check_variant_dir};
+use anyhow::Context;
+use kforge_abi::{
+    Options, Policy, Report, check_file, check_project, check_variant_dir, parse_major_minor,
+    variant_dirs,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A .so file, a build/<variant>/ directory, or a project directory (all build/*/).
-    #[arg(required = true)]
+    /// A .so file, a build/<variant>/ directory, or a project directory (its result/ or build/ variants).
+    #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
-    /// manylinux policy to enforce.
-    #[arg(long, alias = "manylinux", default_value = "manylinux_2_28")]
-    pub policy: String,
-    /// Minimum Python version for the abi3 check (e.g. 3.9).
-    #[arg(long, default_value = "3.9")]
+    /// manylinux level to enforce (manylinux_2_17 … manylinux_2_35; manylinux2014 is accepted).
+    #[arg(
+        short = 'm',
+        long,
+        visible_alias = "policy",
+        default_value = "manylinux_2_28"
+    )]
+    pub manylinux: String,
+    /// Minimum Python version for the abi3 (limited API) check.
+    #[arg(short = 'p', long, default_value = "3.9")]
     pub python_abi: String,
-    /// Torch lib directory used to resolve undefined symbols.
-    #[arg(long)]
+    /// Check a torch stable-ABI build targeting this torch version (e.g. 2.10).
+    #[arg(long, value_name = "VERSION")]
+    pub torch_stable_abi: Option<String>,
+    /// The target torch's lib/ directory: every undefined symbol must resolve through it.
+    #[arg(long, env = "KFORGE_TORCH_LIB", value_name = "DIR")]
     pub torch_lib: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
@@ -25,23 +36,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let Some(mut policy) = Policy::manylinux(&args.policy) else {
-        bail!(
-            "--policy {}: unknown policy; expected manylinux_2_28",
-            args.policy
-        );
-    };
-    let (ma, mi) = args
-        .python_abi
-        .split_once('.')
-        .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-        .with_context(|| {
-            format!(
-                "--python-abi {}: expected MAJOR.MINOR such as 3.9",
-                args.python_abi
-            )
-        })?;
-    policy.python_abi = Some((ma, mi));
+    let mut policy = Policy::parse(&args.manylinux).context("--manylinux")?;
+    policy.python_abi = Some(parse_major_minor("--python-abi", &args.python_abi)?);
+    if let Some(v) = &args.torch_stable_abi {
+        policy.torch_stable_abi = true;
+        policy.torch_stable_abi_version = Some(parse_major_minor("--torch-stable-abi", v)?);
+    }
     policy.torch_lib = args.torch_lib.clone();
     let options = Options {
         policy: policy.clone(),
@@ -50,56 +50,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for path in &args.paths {
         let part = if path.is_file() {
             check_file(path, &policy)?
-        } else if path.join("build").is_dir() {
-            let mut r = Report::default();
-            for dir in variant_dirs(&path.join("build"))? {
-                r.files.extend(check_variant_dir(&dir, &options)?.files);
-            }
-            r
         } else if path.is_dir() {
-            check_variant_dir(path, &options)?
+            if variant_dirs(path)?.is_empty() {
+                check_variant_dir(path, &options)?
+            } else {
+                check_project(path, &options)?
+            }
         } else {
-            bail!(
+            anyhow::bail!(
                 "{}: no such file or directory; expected a .so, a build/<variant>/ dir or a project dir",
                 path.display()
             );
         };
-        report.files.extend(part.files);
+        report.merge(part);
     }
     if args.json {
         println!("{}", report.to_json());
     } else {
-        for file in &report.files {
-            println!("{}", file.path.display());
-            if file.findings.is_empty() {
-                println!("  ok: no ABI issues for {}", policy.name);
-            }
-            for f in &file.findings {
-                let lib = f
-                    .library
-                    .as_deref()
-                    .map(|l| format!(" (from {l})"))
-                    .unwrap_or_default();
-                println!("  {:?} [{}] {}{lib}", f.severity, f.code, f.message);
-                if let Some(h) = &f.fix_hint {
-                    println!("    hint: {h}");
-                }
-            }
-        }
+        print!("{report}");
     }
     if report.has_errors() {
+        if !args.json {
+            eprintln!("error: ABI compatibility issues found");
+        }
         return Err(anyhow::Error::new(super::AlreadyReported));
     }
     Ok(())
-}
-
-fn variant_dirs(build: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(build)
-        .with_context(|| format!("reading {}", build.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    Ok(dirs)
 }
