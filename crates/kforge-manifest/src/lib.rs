@@ -4,9 +4,12 @@
 pub mod diag;
 mod layout;
 pub mod metadata;
+pub mod migrate;
 mod model;
 mod parse;
+pub mod plan;
 mod project;
+pub mod scaffold;
 pub mod variant;
 mod version;
 
