@@ -66,10 +66,13 @@ impl Cache {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
+        // The counter keeps threads of one process apart when the clock is coarse.
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = self
             .root
             .join("tmp")
-            .join(format!("{label}-{}-{nanos}", std::process::id()));
+            .join(format!("{label}-{}-{nanos}.{n}", std::process::id()));
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         Ok(dir)
     }
