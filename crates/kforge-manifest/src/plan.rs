@@ -93,6 +93,13 @@ pub struct Plan {
     pub unplanned: Vec<Unplanned>,
 }
 
+impl Plan {
+    /// Pretty JSON: `{"variants": [...], "unplanned": [...]}`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a plan serializes")
+    }
+}
+
 /// HF's default version bounds when a project sets none (inclusive).
 const DEFAULT_TORCH: (&[u32], &[u32]) = (&[2, 0], &[99, 9]);
 const DEFAULT_CUDA: (&[u32], &[u32]) = (&[11, 8], &[99, 9]);
