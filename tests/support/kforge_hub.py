@@ -9,6 +9,7 @@ API (other suites import this; keep it stable):
     hub.data_dir                       # the hub's --data directory (under tmp_path)
     token = hub.token("alice", orgs=["kernels-community"])  # write token by default; write=False for read
     hub.env(token)                     # {"HF_ENDPOINT": url, "HF_TOKEN": token, ...} to pass to clients
+    hub.trust("kernels-community")     # mark an org as trusted kernel publisher (what get_kernel checks)
     hub.stop()                         # SIGTERM, then kill after a timeout
 
 The pytest fixture `kforge_hub` (exported from tests/conftest.py) yields a started Hub and stops it after.
@@ -58,6 +59,14 @@ class Hub:
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}): {done.stderr.strip()}")
         return done.stdout.strip()
+
+    def trust(self, org: str, *, trusted: bool = True) -> None:
+        """Set `org`'s `trustedKernelPublisher` flag (what `kernels.get_kernel` checks by default)."""
+        action = "trust" if trusted else "untrust"
+        cmd = [str(kforge_bin()), "hub", "org", action, org, "--data", str(self.data_dir)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}): {done.stderr.strip()}")
 
     def env(self, token: str | None = None) -> dict[str, str]:
         """Environment variables pointing huggingface_hub/kernels at this hub (merge into os.environ)."""
