@@ -324,3 +324,76 @@ fn bad_input_gets_errors_that_say_what_to_do() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The repository's fp8-gemm project, through its build.toml: the gfx942 MFMA kernel must use FP8 MFMA,
+/// not spill, and fit two workgroups per CU.
+#[test]
+fn fp8_gemm_project_compiles_for_gfx942_without_spills() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels/fp8-gemm");
+    let project = kforge_manifest::load_project(&dir).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let options = DeviceOnlyOptions {
+        archs: None,
+        out_dir: out.path().to_path_buf(),
+    };
+    let report = kforge_rocm::compile_device_only(&project, &options).unwrap();
+    assert_eq!(report.code_objects.len(), 1);
+    let co = &report.code_objects[0];
+    assert_eq!(
+        (co.component.as_str(), co.arch.as_str()),
+        ("gemm_rocm", "gfx942")
+    );
+    assert!(out.path().join("gfx942/gemm_rocm.co").is_file());
+    let gemm = co
+        .kernels
+        .iter()
+        .find(|k| k.name == "fp8_gemm_blockscaled_gfx942")
+        .unwrap();
+    // 4 waves x (2x2 tiles of 32x32) x 8 K-steps of 16 per 128-K block.
+    assert_eq!(
+        gemm.mfma.get("v_mfma_f32_32x32x16_fp8_fp8"),
+        Some(&32),
+        "{report}"
+    );
+    assert_eq!(
+        (gemm.vgpr_spills, gemm.sgpr_spills, gemm.scratch_bytes),
+        (0, 0, 0)
+    );
+    assert!(gemm.vgprs <= 256, "{report}");
+    assert_eq!(gemm.lds_bytes, 32768);
+    assert_eq!(gemm.occupancy, Some(2), "{report}");
+    assert!(gemm.warnings.is_empty(), "{report}");
+    let conv = co
+        .kernels
+        .iter()
+        .find(|k| k.name == "fp8_fn_to_fnuz")
+        .unwrap();
+    assert!(conv.mfma.is_empty());
+    assert_eq!(
+        report.skipped_sources["gemm_rocm"],
+        vec![PathBuf::from("gemm_rocm/hip_shim.h")]
+    );
+}
+
+#[test]
+fn project_without_rocm_backend_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "build.toml",
+        "[general]\nname = \"only-cpu\"\nversion = 1\nbackends = [\"cpu\"]\n\n[torch]\nsrc = [\"torch-ext/torch_binding.cpp\"]\n\n[kernel.k]\nbackend = \"cpu\"\ndepends = [\"torch\"]\nsrc = [\"k/k.cpp\"]\n",
+    );
+    write(dir.path(), "torch-ext/torch_binding.cpp", "\n");
+    write(dir.path(), "torch-ext/only_cpu/__init__.py", "\n");
+    write(dir.path(), "k/k.cpp", "\n");
+    let project = kforge_manifest::load_project(dir.path()).unwrap();
+    let options = DeviceOnlyOptions {
+        archs: None,
+        out_dir: dir.path().join("out"),
+    };
+    let err = kforge_rocm::compile_device_only(&project, &options).unwrap_err();
+    assert!(
+        err.to_string().contains("backends does not list \"rocm\""),
+        "{err}"
+    );
+}
