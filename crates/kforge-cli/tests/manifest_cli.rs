@@ -1,0 +1,367 @@
+//! `kforge check | init | variants | update-build` through the built binary: exit codes and the
+//! diagnostics a user sees (file:line:col, the offending key, the fix).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = std::env::temp_dir().join(format!(
+            "kforge-manifest-cli-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn kforge(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kforge"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).to_string(),
+        String::from_utf8_lossy(&o.stderr).to_string(),
+    )
+}
+
+/// A fresh `kforge init` project in a scratch dir.
+fn new_project(tag: &str, backends: &str) -> (Scratch, PathBuf) {
+    let s = Scratch::new(tag);
+    let o = kforge(&["init", "mykernel", "--backends", backends], &s.0);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let dir = s.0.join("mykernel");
+    (s, dir)
+}
+
+#[test]
+fn init_then_check_and_variants() {
+    let (_s, dir) = new_project("init", "cpu,cuda");
+    let o = kforge(&["check", "mykernel"], dir.parent().unwrap());
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(
+        out,
+        "ok: mykernel (edition 5, torch framework, backends cpu,cuda, 2 kernel components)\n"
+    );
+    assert_eq!(err, "", "a fresh project has no warnings");
+
+    let o = kforge(&["variants", "--all"], &dir);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("torch212-cxx11-cpu-x86_64-linux  (cpu arch)\n  mykernel_cpu\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("torch213-cxx11-cu132-x86_64-linux  (cuda arch)  archs: 7.5;8.0;9.0+PTX\n  mykernel_cuda: 7.5, 8.0, 9.0+PTX\n"),
+        "{out}"
+    );
+    let o = kforge(&["variants", "--all", "--json"], &dir);
+    let (out, _) = text(&o);
+    assert!(o.status.success());
+    assert!(out.starts_with("{\n  \"variants\": ["), "{out}");
+    assert!(
+        out.contains("\"variant\": \"torch212-cpu-aarch64-darwin\""),
+        "{out}"
+    );
+}
+
+#[test]
+fn init_refuses_bad_names_and_existing_projects() {
+    let s = Scratch::new("init-bad");
+    let o = kforge(&["init", "Bad_Name"], &s.0);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("invalid kernel name `Bad_Name`"), "{err}");
+    let o = kforge(&["init", "x1", "--backends", "cpu,cdua"], &s.0);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err.contains("unknown backend `cdua`: expected cpu, cuda or rocm; did you mean `cuda`?"),
+        "{err}"
+    );
+    assert!(
+        kforge(&["init", "x1", "--backends", "cpu"], &s.0)
+            .status
+            .success()
+    );
+    let o = kforge(&["init", "x1", "--backends", "cpu"], &s.0);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("already exists; pass --overwrite"), "{err}");
+}
+
+/// The report with miette's line wrapping undone, so that messages can be matched whole.
+fn flat(report: &str) -> String {
+    report
+        .lines()
+        .map(|l| l.trim_start().trim_start_matches('│').trim())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Replace `from` by `to` in the project's build.toml and run `kforge check`.
+fn check_broken(dir: &Path, from: &str, to: &str) -> (i32, String) {
+    let path = dir.join("build.toml");
+    let orig = std::fs::read_to_string(&path).unwrap();
+    assert!(orig.contains(from), "{from} not in build.toml");
+    std::fs::write(&path, orig.replacen(from, to, 1)).unwrap();
+    let o = kforge(&["check", "."], dir);
+    std::fs::write(&path, orig).unwrap();
+    let (_, err) = text(&o);
+    (o.status.code().unwrap_or(-1), flat(&err))
+}
+
+#[test]
+fn each_kind_of_mistake_gives_a_located_error() {
+    let (_s, dir) = new_project("broken", "cpu,cuda,rocm");
+    // (edit, expected location, expected message, expected hint)
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        (
+            "license = \"Apache-2.0\"",
+            "license = Apache-2.0",
+            "build.toml:7:11]",
+            "TOML syntax error",
+            "fix the TOML syntax",
+        ),
+        (
+            "version = 1",
+            "verison = 1",
+            "build.toml:5:1]",
+            "unknown key `verison` in [general]",
+            "did you mean `version`?",
+        ),
+        (
+            "version = 1",
+            "version = \"1\"",
+            "build.toml:5:11]",
+            "`general.version` must be a non-negative integer, found a string",
+            "write it as `version = 1` (no quotes)",
+        ),
+        (
+            "[kernel.mykernel_cpu]",
+            "[kernel.\"my kernel\"]",
+            "build.toml:13:9]",
+            "invalid kernel name `my kernel`",
+            "rename it, e.g. [kernel.my_kernel]",
+        ),
+        (
+            "backend = \"cpu\"",
+            "backend = \"cpux\"",
+            "build.toml:14:11]",
+            "unknown backend `cpux` in `kernel.mykernel_cpu.backend`",
+            "did you mean `cpu`?",
+        ),
+        (
+            "depends = [\"torch\"]",
+            "depends = [\"torhc\"]",
+            "build.toml:15:12]",
+            "unknown dependency `torhc` in `kernel.mykernel_cpu.depends`",
+            "did you mean `torch`?",
+        ),
+        (
+            "edition = 5\n",
+            "edition = 5\nkernel-depends = [{ repo-id = \"a/b\", version = 1, revision = \"x\" }]\n",
+            "build.toml:7:51]",
+            "sets both `version` and `revision`",
+            "not both",
+        ),
+        (
+            "license = \"Apache-2.0\"\n",
+            "",
+            "build.toml:3:1]",
+            "missing required key `license` in [general]",
+            "add `license = \"Apache-2.0\"`",
+        ),
+        (
+            "mykernel_cpu/mykernel_cpu.cpp",
+            "mykernel_cpu/mykernel_cpux.cpp",
+            "build.toml:16:8]",
+            "file `mykernel_cpu/mykernel_cpux.cpp` does not exist",
+            "did you mean `mykernel_cpu/mykernel_cpu.cpp`?",
+        ),
+        (
+            "\"mykernel_cpu/mykernel_cpu.cpp\"",
+            "\"../outside.cpp\"",
+            "build.toml:16:8]",
+            "path `../outside.cpp` leaves the project directory through `..`",
+            "must stay inside it",
+        ),
+        (
+            "\"mykernel_cpu/mykernel_cpu.cpp\"",
+            "\"/etc/hostname\"",
+            "build.toml:16:8]",
+            "path `/etc/hostname` is absolute",
+            "must stay inside it",
+        ),
+        (
+            "rocm-archs = [\"gfx90a\", \"gfx942\"]",
+            "rocm-archs = [\"gfx99999\"]",
+            "build.toml:29:14]",
+            "contains no supported ROCm arch",
+            "use archs from `gfx906`",
+        ),
+        (
+            "[\"7.5\", \"8.0\", \"9.0+PTX\"]",
+            "[\"99999.0\"]",
+            "build.toml:22:21]",
+            "leaves no arch to build with CUDA",
+            "list capabilities the toolkits support",
+        ),
+    ];
+    for (from, to, loc, msg, hint) in cases {
+        let (code, err) = check_broken(&dir, from, to);
+        assert_eq!(code, 1, "{to}: {err}");
+        assert!(err.contains(loc), "{to}: expected {loc} in\n{err}");
+        assert!(err.contains(msg), "{to}: expected {msg} in\n{err}");
+        assert!(err.contains(hint), "{to}: expected {hint} in\n{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // The snippet shows the offending line with a marker.
+    let path = dir.join("build.toml");
+    let orig = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, orig.replace("version = 1", "verison = 1")).unwrap();
+    let (_, err) = text(&kforge(&["check"], &dir));
+    std::fs::write(&path, orig).unwrap();
+    assert!(err.contains(" 5 │ verison = 1\n"), "{err}");
+    assert!(err.contains("╰── unknown key"), "{err}");
+    // And the project is intact afterwards.
+    assert!(kforge(&["check", "."], &dir).status.success());
+}
+
+#[test]
+fn symlink_out_and_layout_errors() {
+    let (s, dir) = new_project("layout", "cpu");
+    let outside = s.0.join("outside.cpp");
+    std::fs::write(&outside, "int x;\n").unwrap();
+    let src = dir.join("mykernel_cpu/mykernel_cpu.cpp");
+    std::fs::rename(&src, dir.join("moved.cpp")).unwrap();
+    std::os::unix::fs::symlink(&outside, &src).unwrap();
+    let o = kforge(&["check"], &dir);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("path `mykernel_cpu/mykernel_cpu.cpp` resolves through a symlink to"),
+        "{err}"
+    );
+    std::fs::remove_file(&src).unwrap();
+    std::fs::rename(dir.join("moved.cpp"), &src).unwrap();
+
+    std::fs::remove_file(dir.join("torch-ext/mykernel/__init__.py")).unwrap();
+    let o = kforge(&["check"], &dir);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("python package file `torch-ext/mykernel/__init__.py` does not exist"),
+        "{err}"
+    );
+
+    let o = kforge(&["check", "no-such-dir"], &dir);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("cannot open project directory no-such-dir"),
+        "{err}"
+    );
+    let o = kforge(&["check", "torch-ext"], &dir);
+    let (_, err) = text(&o);
+    assert!(err.contains("cannot read torch-ext/build.toml"), "{err}");
+    assert!(err.contains("create one with"), "{err}");
+}
+
+#[test]
+fn update_build_migrates_edition4_in_place() {
+    let (_s, dir) = new_project("update", "cpu");
+    let path = dir.join("build.toml");
+    let v5 = std::fs::read_to_string(&path).unwrap();
+    let v4 = v5.replace("edition = 5\n", "");
+    std::fs::write(&path, &v4).unwrap();
+
+    let o = kforge(&["check", "--deny-warnings"], &dir);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(
+        err.contains("an edition 4 build.toml; the current format is edition 5"),
+        "{err}"
+    );
+    assert!(err.contains("run `kforge update-build`"), "{err}");
+
+    let o = kforge(&["update-build", "--dry-run"], &dir);
+    assert_eq!(text(&o).0, v5);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        v4,
+        "--dry-run writes nothing"
+    );
+
+    let o = kforge(&["update-build"], &dir);
+    assert!(o.status.success(), "{:?}", text(&o));
+    // The comments at the top survive and the result is what init writes.
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), v5);
+    let o = kforge(&["update-build"], &dir);
+    assert_eq!(
+        text(&o).0,
+        "./build.toml is already edition 5; nothing to do\n"
+    );
+
+    std::fs::write(&path, v4.replace("\"cpu\"]", "\"cpux\"]")).unwrap();
+    let o = kforge(&["update-build"], &dir);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("unknown backend `cpux`"), "{err}");
+    assert!(
+        err.contains("update-build only migrates valid files"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_has_examples() {
+    for cmd in ["check", "init", "variants", "update-build"] {
+        let o = kforge(&[cmd, "--help"], Path::new("."));
+        let (out, _) = text(&o);
+        assert!(o.status.success());
+        assert!(out.contains("Examples:"), "{cmd}: {out}");
+    }
+}
+
+#[test]
+fn example_projects_of_this_repo_check() {
+    let kernels = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+    let mut checked = 0;
+    for e in std::fs::read_dir(&kernels).unwrap().flatten() {
+        if !e.path().join("build.toml").is_file() {
+            continue;
+        }
+        let o = kforge(&["check", e.path().to_str().unwrap()], Path::new("."));
+        let (out, err) = text(&o);
+        assert!(o.status.success(), "{}: {out}{err}", e.path().display());
+        assert!(out.starts_with("ok: "), "{out}");
+        checked += 1;
+    }
+    assert!(
+        checked >= 1,
+        "no example project under {}",
+        kernels.display()
+    );
+}
