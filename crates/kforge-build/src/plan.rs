@@ -2,9 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kforge_manifest::{
-    Backend, Framework, Kernel, Project, Variant, Version, cuda_archs, ops_name,
-};
+use kforge_manifest::plan::{BuildTarget, PlannedVariant};
+use kforge_manifest::{Backend, Compute, Framework, Kernel, Project, Version, ops_name};
 use kforge_toolchain::{BuildSet, build_sets};
 
 use crate::error::{BuildError, io_err};
@@ -79,162 +78,92 @@ pub struct Selection {
 const CXX_EXTS: [&str; 4] = ["cpp", "cc", "cxx", "c++"];
 const HEADER_EXTS: [&str; 8] = ["h", "hh", "hpp", "hxx", "cuh", "inl", "inc", "tcc"];
 
-/// Decide the variants of `project` for the build sets this kforge knows.
+/// Decide the variants of `project` for the build sets this kforge knows. Which variants exist and
+/// which archs each component gets is the manifest's planning (shared with `kforge variants`); this
+/// adds the sources to compile.
 pub fn plan(project: &Project, id: &str, selection: &Selection) -> Result<Plan, BuildError> {
     let manifest = &project.manifest;
     let general = &manifest.general;
-    let mut backends = general.backends.clone();
-    if let Some(wanted) = &selection.backends {
-        for b in wanted {
-            if !general.backends.contains(b) {
-                return Err(BuildError::Selection {
-                    argument: format!("--backend {b}"),
-                    why: format!(
-                        "not in general.backends of {} ({}); add it there or pick one of those",
-                        project.build_toml().display(),
-                        list(&general.backends)
-                    ),
-                });
-            }
-        }
-        backends.retain(|b| wanted.contains(b));
+    if let Some(wanted) = &selection.backends
+        && let Some(b) = wanted.iter().find(|b| !general.backends.contains(b))
+    {
+        return Err(BuildError::Selection {
+            argument: format!("--backend {b}"),
+            why: format!(
+                "not in general.backends of {} ({}); add it there or pick one of those",
+                project.build_toml().display(),
+                list(&general.backends)
+            ),
+        });
     }
-    let ext = match &manifest.framework {
-        Framework::Torch(t) => Some(t),
-        Framework::TorchNoarch(_) => None,
-        Framework::TvmFfi(_) => {
-            return Err(BuildError::Unsupported {
-                what: "the [tvm-ffi] framework".into(),
-                fix: "build this project with HF kernel-builder, or use [torch]".into(),
-            });
-        }
-    };
+    let wanted = |b: Backend| selection.backends.as_ref().is_none_or(|w| w.contains(&b));
+    if let Framework::TvmFfi(_) = manifest.framework {
+        return Err(BuildError::Unsupported {
+            what: "the [tvm-ffi] framework".into(),
+            fix: "build this project with HF kernel-builder, or use [torch]".into(),
+        });
+    }
     let python_name = general.python_name();
     let package_dir = project
         .root
         .join(manifest.framework.ext_dir())
         .join(&python_name);
     let python_files = python_files(&package_dir, manifest.framework.pyext())?;
-    let noarch = manifest.noarch_backends();
     let sets = build_sets()?;
-    let mut variants = Vec::new();
+    let targets = sets.iter().map(target).collect::<Result<Vec<_>, _>>()?;
+    let planned = kforge_manifest::plan::plan(manifest, &targets);
+
     let mut notes = Vec::new();
-    for backend in backends {
-        let ops = ops_name(&python_name, backend, id);
-        if noarch.contains(&backend) {
-            let archs = match &manifest.framework {
-                Framework::TorchNoarch(n) if backend == Backend::Cuda => {
-                    n.cuda_capabilities.clone()
-                }
-                Framework::TorchNoarch(n) if backend == Backend::Rocm => n.rocm_archs.clone(),
-                _ => None,
-            };
-            variants.push(VariantPlan {
-                name: Variant::Noarch { backend }.to_string(),
-                backend,
-                ops_name: ops,
-                archs,
-                kind: VariantKind::Noarch,
-                package_dir: package_dir.clone(),
-                python_files: python_files.clone(),
+    for u in planned.unplanned.iter().filter(|u| wanted(u.backend)) {
+        if sets.iter().any(|s| s.backend == u.backend.as_str()) {
+            notes.push(format!("{}: skipped: {}", u.backend, u.reason));
+        } else {
+            notes.push(no_build_set_note(u.backend));
+        }
+    }
+    let mut variants = Vec::new();
+    for pv in planned.variants.iter().filter(|v| wanted(v.backend)) {
+        if let Some(error) = &pv.error {
+            return Err(BuildError::Selection {
+                argument: format!("{} in build.toml", pv.variant),
+                why: error.clone(),
             });
-            continue;
         }
-        let Some(ext) = ext else { continue };
-        if ext
-            .stable_abi
-            .as_ref()
-            .and_then(|s| s.for_backend(backend))
-            .is_some()
-        {
+        for s in &pv.skipped {
             notes.push(format!(
-                "{backend}: skipped: [torch] stable-abi builds are not supported by kforge yet"
+                "{}: [kernel.{}] left out: {}",
+                pv.variant, s.component, s.reason
             ));
-            continue;
         }
-        let matching: Vec<&BuildSet> = sets
-            .iter()
-            .filter(|s| s.backend == backend.as_str())
-            .collect();
-        if matching.is_empty() {
-            notes.push(no_build_set_note(backend));
-            continue;
-        }
-        for set in matching {
-            let torch: Version = parse_version(&set.torch)?;
-            if ext.minver.as_ref().is_some_and(|min| &torch < min)
-                || ext.maxver.as_ref().is_some_and(|max| &torch > max)
-            {
+        let kind = match pv.kind {
+            "noarch" => VariantKind::Noarch,
+            "arch" => {
+                let set = sets
+                    .iter()
+                    .find(|s| s.variant_name() == pv.variant)
+                    .expect("planned from these build sets");
+                VariantKind::Arch {
+                    set: set.clone(),
+                    units: units(project, pv)?,
+                }
+            }
+            other => {
                 notes.push(format!(
-                    "{}: skipped: torch {torch} is outside [torch] minver/maxver",
-                    set.variant_name()
+                    "{}: skipped: {other} variants are not built by kforge yet",
+                    pv.variant
                 ));
                 continue;
             }
-            let mut units = Vec::new();
-            for src in &ext.src {
-                if let Some(unit) = unit_for(
-                    src,
-                    "torch",
-                    Backend::Cpu,
-                    &ext.include,
-                    &ext.cxx_flags,
-                    &[],
-                    &[],
-                )? {
-                    units.push(unit);
-                }
-            }
-            let mut archs: Vec<String> = Vec::new();
-            for (name, kernel) in manifest.kernels_for(backend) {
-                check_depends(name, kernel)?;
-                let mut kernel_archs = Vec::new();
-                if backend == Backend::Cuda {
-                    let cuda = parse_version(set.cuda.as_deref().unwrap_or("0"))?;
-                    if kernel.cuda_minver.as_ref().is_some_and(|min| &cuda < min) {
-                        notes.push(format!(
-                            "{}: [kernel.{name}] left out: cuda-minver is above CUDA {cuda}",
-                            set.variant_name()
-                        ));
-                        continue;
-                    }
-                    kernel_archs = cuda_archs(kernel.cuda_capabilities.as_deref(), &cuda).map_err(
-                        |source| BuildError::Arch {
-                            kernel: name.clone(),
-                            source,
-                        },
-                    )?;
-                    archs.extend(kernel_archs.iter().cloned());
-                }
-                for src in &kernel.src {
-                    if let Some(unit) = unit_for(
-                        src,
-                        name,
-                        backend,
-                        &kernel.include,
-                        &kernel.cxx_flags,
-                        &kernel.cuda_flags,
-                        &kernel_archs,
-                    )? {
-                        units.push(unit);
-                    }
-                }
-            }
-            // Fixed compile and link order, independent of how build.toml lists things.
-            units.sort_by(|a, b| (&a.component, &a.source).cmp(&(&b.component, &b.source)));
-            variants.push(VariantPlan {
-                name: set.variant_name(),
-                backend,
-                ops_name: ops.clone(),
-                archs: (backend == Backend::Cuda).then_some(archs),
-                kind: VariantKind::Arch {
-                    set: set.clone(),
-                    units,
-                },
-                package_dir: package_dir.clone(),
-                python_files: python_files.clone(),
-            });
-        }
+        };
+        variants.push(VariantPlan {
+            name: pv.variant.clone(),
+            backend: pv.backend,
+            ops_name: ops_name(&python_name, pv.backend, id),
+            archs: pv.archs.clone(),
+            kind,
+            package_dir: package_dir.clone(),
+            python_files: python_files.clone(),
+        });
     }
     if let Some(name) = &selection.variant {
         let available: Vec<String> = variants.iter().map(|v| v.name.clone()).collect();
@@ -258,6 +187,55 @@ pub fn plan(project: &Project, id: &str, selection: &Selection) -> Result<Plan, 
         variants,
         notes,
     })
+}
+
+/// The manifest's view of a build set.
+fn target(set: &BuildSet) -> Result<BuildTarget, BuildError> {
+    let compute = match &set.cuda {
+        Some(cuda) => Compute::Cuda(parse_version(cuda)?),
+        None => Compute::Cpu,
+    };
+    let (cpu, os) = set.platform.split_once('-').ok_or_else(|| {
+        BuildError::Toolchain(kforge_toolchain::ToolchainError::Data(format!(
+            "buildsets.toml: platform `{}` is not <cpu>-<os>",
+            set.platform
+        )))
+    })?;
+    Ok(BuildTarget {
+        torch: parse_version(&set.torch)?,
+        compute,
+        cpu: cpu.to_string(),
+        os: os.to_string(),
+        tvm_ffi: None,
+    })
+}
+
+/// Binding sources plus the sources of every planned component, in a fixed order (component, path)
+/// that does not depend on how build.toml lists them: it is also the link order.
+fn units(project: &Project, pv: &PlannedVariant) -> Result<Vec<Unit>, BuildError> {
+    let manifest = &project.manifest;
+    let mut units = Vec::new();
+    if let Some(ext) = manifest.torch() {
+        for src in &ext.src {
+            let flags = (ext.cxx_flags.as_slice(), &[][..]);
+            if let Some(u) = unit_for(src, "torch", Backend::Cpu, &ext.include, flags, &[])? {
+                units.push(u);
+            }
+        }
+    }
+    for c in &pv.components {
+        let kernel = &manifest.kernels[&c.name];
+        check_depends(&c.name, kernel)?;
+        let archs = c.archs.clone().unwrap_or_default();
+        let flags = (kernel.cxx_flags.as_slice(), kernel.cuda_flags.as_slice());
+        for src in &kernel.src {
+            if let Some(u) = unit_for(src, &c.name, pv.backend, &kernel.include, flags, &archs)? {
+                units.push(u);
+            }
+        }
+    }
+    units.sort_by(|a, b| (&a.component, &a.source).cmp(&(&b.component, &b.source)));
+    Ok(units)
 }
 
 fn list(backends: &[Backend]) -> String {
@@ -299,13 +277,13 @@ fn check_depends(name: &str, kernel: &Kernel) -> Result<(), BuildError> {
     }
 }
 
+/// `flags` = (cxx-flags, cuda-flags).
 fn unit_for(
     src: &Path,
     component: &str,
     backend: Backend,
     includes: &[PathBuf],
-    cxx_flags: &[String],
-    cuda_flags: &[String],
+    (cxx_flags, cuda_flags): (&[String], &[String]),
     archs: &[String],
 ) -> Result<Option<Unit>, BuildError> {
     let ext = src
@@ -377,4 +355,230 @@ fn python_files(package_dir: &Path, pyext: &[String]) -> Result<Vec<PathBuf>, Bu
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kforge_manifest::parse_manifest;
+
+    fn project(toml: &str) -> (tempfile::TempDir, Project) {
+        let dir = tempfile::tempdir().unwrap();
+        let pkg = dir.path().join("torch-ext/demo");
+        std::fs::create_dir_all(pkg.join("sub/__pycache__")).unwrap();
+        for f in [
+            "__init__.py",
+            "layers.py",
+            "_ops.py",
+            "sub/x.pyi",
+            "sub/__pycache__/y.py",
+            "data.json",
+        ] {
+            std::fs::write(pkg.join(f), "").unwrap();
+        }
+        let file = dir.path().join("build.toml");
+        let (manifest, _) = parse_manifest(toml, &file).unwrap();
+        let root = dir.path().to_path_buf();
+        (
+            dir,
+            Project {
+                root,
+                manifest,
+                warnings: Vec::new(),
+            },
+        )
+    }
+
+    const DEMO: &str = r#"
+[general]
+name = "demo"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda", "rocm"]
+
+[torch]
+src = ["torch-ext/b.cpp", "torch-ext/b.h"]
+
+[kernel.z_cpu]
+backend = "cpu"
+depends = ["torch"]
+src = ["cpu/k.cpp"]
+cxx-flags = ["-fopenmp"]
+
+[kernel.a_cuda]
+backend = "cuda"
+depends = ["torch"]
+cuda-capabilities = ["8.0", "9.0a"]
+cuda-flags = ["-lineinfo"]
+src = ["cuda/k.cu", "cuda/k.cuh", "cuda/host.cpp"]
+
+[kernel.r]
+backend = "rocm"
+depends = ["torch"]
+src = ["cuda/k.cu"]
+"#;
+
+    #[test]
+    fn plans_cpu_and_cuda_with_sorted_units_and_notes_for_rocm() {
+        let (_dir, p) = project(DEMO);
+        let plan = plan(&p, "abc1234", &Selection::default()).unwrap();
+        let names: Vec<&str> = plan.variants.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "torch211-cxx11-cpu-x86_64-linux",
+                "torch211-cxx11-cu130-x86_64-linux"
+            ]
+        );
+        assert!(
+            plan.notes
+                .iter()
+                .any(|n| n.starts_with("rocm: skipped: no build set")),
+            "{:?}",
+            plan.notes
+        );
+
+        let cuda = &plan.variants[1];
+        assert_eq!(cuda.ops_name, "_demo_cuda_abc1234");
+        assert_eq!(
+            cuda.archs.as_deref(),
+            Some(&["8.0".to_string(), "9.0a".to_string()][..])
+        );
+        let VariantKind::Arch { units, .. } = &cuda.kind else {
+            panic!("arch")
+        };
+        let got: Vec<(String, Lang, Vec<String>, Vec<String>)> = units
+            .iter()
+            .map(|u| {
+                (
+                    u.source.display().to_string(),
+                    u.lang,
+                    u.flags.clone(),
+                    u.archs.clone(),
+                )
+            })
+            .collect();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            [
+                ("cuda/host.cpp".into(), Lang::Cxx, vec![], vec![]),
+                (
+                    "cuda/k.cu".into(),
+                    Lang::Cuda,
+                    s(&["-lineinfo"]),
+                    s(&["8.0", "9.0a"])
+                ),
+                ("torch-ext/b.cpp".into(), Lang::Cxx, vec![], vec![]),
+            ]
+        );
+        let VariantKind::Arch { units, .. } = &plan.variants[0].kind else {
+            panic!("arch")
+        };
+        assert_eq!(units[1].flags, ["-fopenmp"]);
+        assert_eq!(
+            plan.variants[0].python_files,
+            [
+                PathBuf::from("__init__.py"),
+                "layers.py".into(),
+                "sub/x.pyi".into()
+            ]
+        );
+    }
+
+    #[test]
+    fn selection_filters_and_rejects_unknown_choices() {
+        let (_dir, p) = project(DEMO);
+        let only_cpu = Selection {
+            backends: Some(vec![Backend::Cpu]),
+            variant: None,
+        };
+        let plan1 = plan(&p, "x", &only_cpu).unwrap();
+        assert_eq!(plan1.variants.len(), 1);
+        assert!(plan1.notes.is_empty(), "{:?}", plan1.notes);
+
+        let bad = Selection {
+            backends: Some(vec![Backend::Metal]),
+            variant: None,
+        };
+        let err = plan(&p, "x", &bad).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--backend metal: not in general.backends"),
+            "{err}"
+        );
+
+        let variant = Selection {
+            backends: None,
+            variant: Some("torch211-cxx11-cu126-x86_64-linux".into()),
+        };
+        let err = plan(&p, "x", &variant).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "available: torch211-cxx11-cpu-x86_64-linux, torch211-cxx11-cu130-x86_64-linux"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn uncompilable_sources_and_dependencies_are_named() {
+        let (_dir, p) = project(&DEMO.replace("cpu/k.cpp", "cpu/k.metal"));
+        let err = plan(&p, "x", &Selection::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "[kernel.z_cpu] src in build.toml: cpu/k.metal: cannot compile a `.metal` file for cpu; expected .cpp/.cc/.cxx (or .cu for cuda) and headers"
+        );
+        let (_dir, p) = project(
+            &DEMO
+                .replace(
+                    "cuda-flags = [\"-lineinfo\"]",
+                    "depends = [\"torch\", \"cutlass_3_6\"]",
+                )
+                .replacen(
+                    "depends = [\"torch\"]\ncuda-capabilities",
+                    "cuda-capabilities",
+                    1,
+                ),
+        );
+        let err = plan(&p, "x", &Selection::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("[kernel.a_cuda] depends = [\"cutlass_3_6\"] is not supported"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn noarch_projects_plan_python_only_variants() {
+        let toml = r#"
+[general]
+name = "demo"
+version = 1
+edition = 5
+license = "Apache-2.0"
+backends = ["cpu", "cuda"]
+
+[torch-noarch]
+cuda_capabilities = ["9.0"]
+"#;
+        let (_dir, p) = project(toml);
+        let plan = plan(&p, "abc1234", &Selection::default()).unwrap();
+        let got: Vec<(&str, Option<Vec<String>>)> = plan
+            .variants
+            .iter()
+            .map(|v| (v.name.as_str(), v.archs.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("torch-cpu", None),
+                ("torch-cuda", Some(vec!["9.0".to_string()]))
+            ]
+        );
+        assert!(matches!(plan.variants[0].kind, VariantKind::Noarch));
+    }
 }
