@@ -70,7 +70,9 @@ class Hub:
 
     def env(self, token: str | None = None) -> dict[str, str]:
         """Environment variables pointing huggingface_hub/kernels at this hub (merge into os.environ)."""
-        env = {"HF_ENDPOINT": self.url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0"}
+        # No HF_HUB_DISABLE_TELEMETRY: with it, kernels 0.17.2 builds a user-agent ending in "; ", which
+        # huggingface_hub 2.4's HTTP stack refuses as an illegal header value before any request is sent.
+        env = {"HF_ENDPOINT": self.url, "HF_HUB_OFFLINE": "0"}
         if token is not None:
             env["HF_TOKEN"] = token
         return env
