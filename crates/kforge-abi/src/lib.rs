@@ -565,7 +565,8 @@ fn shared_objects(dir: &Path) -> Result<Vec<PathBuf>, AbiError> {
     Ok(files)
 }
 
-/// Check every *.so under a build/<variant>/ dir; the expected cpu comes from the variant name.
+/// Check every *.so under a build/<variant>/ dir; the expected cpu and a torch stable-ABI target come from
+/// the variant name.
 pub fn check_variant_dir(dir: &Path, options: &Options) -> Result<Report, AbiError> {
     let name = dir
         .file_name()
@@ -577,6 +578,16 @@ pub fn check_variant_dir(dir: &Path, options: &Options) -> Result<Report, AbiErr
             .iter()
             .find(|c| name.ends_with(&format!("-{c}-linux")))
             .map(|c| c.to_string());
+    }
+    // `torch-stable-abi211-cu126-x86_64-linux`: one digit of major, the rest minor.
+    if policy.torch_stable_abi_version.is_none()
+        && let Some(rest) = name.strip_prefix("torch-stable-abi")
+        && let Some(digits) = rest.split('-').next()
+        && digits.len() >= 2
+        && let (Ok(major), Ok(minor)) = (digits[..1].parse(), digits[1..].parse())
+    {
+        policy.torch_stable_abi = true;
+        policy.torch_stable_abi_version = Some((major, minor));
     }
     let files = shared_objects(dir)?;
     if files.is_empty() {

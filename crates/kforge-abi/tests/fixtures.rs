@@ -315,6 +315,19 @@ fn project_discovery_and_variant_cpu() {
     let r = check_variant_dir(&variant, &options).unwrap();
     assert!(r.has_errors());
 
+    // A stable-ABI variant is checked for the stable ABI of its torch version.
+    let stable = dir
+        .path()
+        .join("build/torch-stable-abi210-cpu-x86_64-linux");
+    std::fs::create_dir_all(&stable).unwrap();
+    std::fs::write(stable.join("metadata.json"), "{}").unwrap();
+    let src =
+        "extern \"C\" int torch_from_blob(void*); int g(void* p) { return torch_from_blob(p); }\n";
+    cc(&stable, "_ops", "cpp", src, &["-fno-gnu-unique"]);
+    let r = check_variant_dir(&stable, &options).unwrap();
+    assert_eq!(codes(&r), ["torch-shim-too-new torch_from_blob"]);
+    assert!(r.checks.contains("torch stable ABI 2.10"), "{}", r.checks);
+
     let empty = dir.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
     let e = check_project(&empty, &options).unwrap_err().to_string();
