@@ -380,8 +380,9 @@ fn resolution_findings(
         .filter(|r| r.contains("$ORIGIN") || r.contains("${ORIGIN}"))
         .map(|r| resolve::expand_origin(r, origin))
         .collect();
-    let closure = resolver.closure(&info.needed, &search);
+    // Torch first: what it loads is already in the process when the extension is loaded.
     let torch = resolver.torch_wide();
+    let closure = resolver.closure(&info.needed, &search);
     for lib in &info.needed {
         let from_torch = torch.reached.contains(lib);
         if from_torch || policy::is_system_lib(&policy.name, lib) || lib.starts_with("libpython") {
@@ -426,16 +427,24 @@ fn resolution_findings(
             Some(&u.name),
         );
         f.fix_hint = Some(match torch.exports.get(&u.name) {
-            Some(lib) => format!(
-                "{lib} defines it: link it (-l{})",
-                lib.trim_start_matches("lib").trim_end_matches(".so")
-            ),
+            Some(lib) => format!("{lib} defines it: link it ({})", link_flag(lib)),
             None => format!(
                 "no library of the torch in {} defines it: build against the torch version you target",
                 resolver.torch_lib().display()
             ),
         });
         out.push(f);
+    }
+}
+
+/// `-ltorch_cpu` for `libtorch_cpu.so`, `-l:libcudart.so.13` for a versioned soname.
+fn link_flag(lib: &str) -> String {
+    match lib
+        .strip_prefix("lib")
+        .and_then(|rest| rest.strip_suffix(".so"))
+    {
+        Some(name) => format!("-l{name}"),
+        None => format!("-l:{lib}"),
     }
 }
 
@@ -647,6 +656,12 @@ mod tests {
         assert_eq!(shim_added("torch_from_blob"), Some((2, 11)));
         assert_eq!(shim_added("torch_library_impl"), Some((2, 10)));
         assert_eq!(shim_added("aoti_torch_empty_strided"), None);
+    }
+
+    #[test]
+    fn link_flags() {
+        assert_eq!(link_flag("libtorch_cpu.so"), "-ltorch_cpu");
+        assert_eq!(link_flag("libcudart.so.13"), "-l:libcudart.so.13");
     }
 
     #[test]

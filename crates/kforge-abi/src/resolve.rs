@@ -19,6 +19,9 @@ pub(crate) struct Resolver {
     torch_lib: PathBuf,
     system_dirs: Vec<PathBuf>,
     libs: HashMap<PathBuf, Option<Lib>>,
+    /// Every soname located so far: the loader reuses an already-loaded library by soname, so a library that
+    /// torch loads through its own RPATH satisfies an extension's DT_NEEDED without a search path.
+    located: HashMap<String, PathBuf>,
 }
 
 /// The libraries reachable from a set of DT_NEEDED names, and what they export.
@@ -53,6 +56,7 @@ impl Resolver {
             torch_lib: torch_lib.to_path_buf(),
             system_dirs,
             libs: HashMap::new(),
+            located: HashMap::new(),
         }
     }
 
@@ -67,6 +71,7 @@ impl Resolver {
             .chain(&self.system_dirs)
             .map(|d| d.join(name))
             .find(|p| p.is_file())
+            .or_else(|| self.located.get(name).cloned())
     }
 
     fn load(&mut self, path: &Path) -> Option<&Lib> {
@@ -108,6 +113,7 @@ impl Resolver {
                 out.missing.push(name);
                 continue;
             };
+            self.located.entry(name.clone()).or_insert(path.clone());
             let Some(lib) = self.load(&path) else {
                 out.missing.push(name);
                 continue;

@@ -343,3 +343,31 @@ fn bad_torch_lib_is_an_error_not_a_silent_pass() {
     let e = check_file(&so, &p).unwrap_err().to_string();
     assert!(e.contains("not a directory holding libc10.so"), "{e}");
 }
+
+#[test]
+fn a_library_torch_loads_through_its_rpath_satisfies_the_extension() {
+    // libcudart.so.13 sits in nvidia/cu13/lib, found by libtorch_cuda.so's $ORIGIN RPATH; the extension
+    // names it without any search path, as kforge links it, and the loader reuses torch's copy.
+    let dir = tempfile::tempdir().unwrap();
+    let torch = torch_lib();
+    let cudart = torch.join("../../nvidia/cu13/lib");
+    assert!(
+        cudart.join("libcudart.so.13").is_file(),
+        "{}",
+        cudart.display()
+    );
+    let l = format!("-L{}", cudart.display());
+    let src = "int cudaGetLastError(void); int nope_kforge_cuda(void);\n\
+               int g(void) { return cudaGetLastError() + nope_kforge_cuda(); }\n";
+    let so = cc(dir.path(), "cu", "c", src, &[&l, "-l:libcudart.so.13"]);
+    let r = check_file(&so, &policy(true)).unwrap();
+    assert_eq!(codes(&r), ["unresolved-symbol nope_kforge_cuda"], "{r}");
+    let f = &r.files[0].findings[0];
+    assert!(
+        f.fix_hint
+            .as_deref()
+            .unwrap()
+            .contains("no library of the torch"),
+        "{r}"
+    );
+}
