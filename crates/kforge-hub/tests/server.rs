@@ -1,0 +1,614 @@
+//! The hub over real HTTP on 127.0.0.1 (port 0): protocol details, bad input, LFS, paging and concurrency.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use base64::Engine as _;
+use kforge_hub::server::{Hub, HubConfig, router};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+struct TestHub {
+    url: String,
+    hub: Arc<Hub>,
+    _dir: tempfile::TempDir,
+}
+
+fn start(config: HubConfig) -> TestHub {
+    let dir = tempfile::tempdir().unwrap();
+    let hub = Arc::new(Hub::open(dir.path(), config).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let served = hub.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap()).unwrap();
+            axum::serve(listener, router(served)).await.unwrap();
+        });
+    });
+    let addr = rx.recv().unwrap();
+    TestHub {
+        url: format!("http://{addr}"),
+        hub,
+        _dir: dir,
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: ureq::http::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .new_agent()
+}
+
+fn call(
+    method: &str,
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<Vec<u8>>,
+) -> Answer {
+    let mut b = ureq::http::Request::builder().method(method).uri(url);
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let resp = match body {
+        Some(bytes) => agent().run(b.body(bytes).unwrap()),
+        None => agent().run(b.body(()).unwrap()),
+    }
+    .unwrap();
+    let (parts, mut body) = resp.into_parts();
+    let bytes = body.with_config().limit(1 << 30).read_to_vec().unwrap();
+    Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: bytes,
+    }
+}
+
+fn post_json(url: &str, token: Option<&str>, body: Value) -> Answer {
+    call(
+        "POST",
+        url,
+        token,
+        &[("content-type", "application/json")],
+        Some(body.to_string().into_bytes()),
+    )
+}
+
+fn ndjson(header: Value, ops: &[Value]) -> Vec<u8> {
+    let mut lines = vec![json!({ "key": "header", "value": header }).to_string()];
+    lines.extend(ops.iter().map(Value::to_string));
+    (lines.join("\n") + "\n").into_bytes()
+}
+
+fn file_op(path: &str, content: &[u8]) -> Value {
+    json!({ "key": "file", "value": { "path": path, "encoding": "base64",
+        "content": base64::engine::general_purpose::STANDARD.encode(content) } })
+}
+
+impl TestHub {
+    fn token(&self, user: &str, write: bool, orgs: &[&str]) -> String {
+        let orgs: Vec<String> = orgs.iter().map(|s| s.to_string()).collect();
+        self.hub.meta.create_token(user, write, &orgs).unwrap()
+    }
+
+    fn create(&self, token: &str, repo: &str, ty: &str) {
+        let (ns, name) = repo.split_once('/').unwrap();
+        let a = post_json(
+            &format!("{}/api/repos/create", self.url),
+            Some(token),
+            json!({ "name": name, "organization": ns, "type": ty }),
+        );
+        assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+    }
+
+    fn commit(&self, token: &str, api: &str, branch: &str, body: Vec<u8>) -> Answer {
+        call(
+            "POST",
+            &format!("{}/api/{api}/commit/{branch}", self.url),
+            Some(token),
+            &[("content-type", "application/x-ndjson")],
+            Some(body),
+        )
+    }
+
+    fn head(&self, api: &str, branch: &str) -> String {
+        let a = call(
+            "GET",
+            &format!("{}/api/{api}/revision/{branch}", self.url),
+            None,
+            &[],
+            None,
+        );
+        assert_eq!(a.status, 200);
+        a.json()["sha"].as_str().unwrap().to_owned()
+    }
+}
+
+#[test]
+fn resolve_headers_ranges_and_errors() {
+    let t = start(HubConfig::default());
+    let tok = t.token("alice", true, &["acme"]);
+    t.create(&tok, "acme/relu", "kernel");
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let done = t.commit(
+        &tok,
+        "kernels/acme/relu",
+        "main",
+        ndjson(
+            json!({ "summary": "add" }),
+            &[file_op("build/v/x.bin", &data)],
+        ),
+    );
+    assert_eq!(done.status, 200);
+    let commit = done.json()["commitOid"].as_str().unwrap().to_owned();
+    assert_eq!(
+        done.json()["commitUrl"],
+        format!("{}/kernels/acme/relu/commit/{commit}", t.url)
+    );
+    let sha256 = hex::encode(Sha256::digest(&data));
+    let url = format!("{}/kernels/acme/relu/resolve/main/build/v/x.bin", t.url);
+
+    let head = call("HEAD", &url, None, &[], None);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("x-repo-commit"), Some(commit.as_str()));
+    assert_eq!(head.header("etag"), Some(format!("\"{sha256}\"").as_str()));
+    assert_eq!(
+        head.header("x-linked-etag"),
+        Some(format!("\"{sha256}\"").as_str())
+    );
+    assert_eq!(head.header("x-linked-size"), Some("10000"));
+    assert_eq!(head.header("content-length"), Some("10000"));
+    assert_eq!(head.header("accept-ranges"), Some("bytes"));
+    assert!(head.body.is_empty());
+    assert!(head.header("x-xet-hash").is_none());
+
+    let get = call("GET", &url, None, &[], None);
+    assert_eq!(get.body, data);
+    let by_sha = call(
+        "GET",
+        &format!("{}/kernels/acme/relu/resolve/{commit}/build/v/x.bin", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(by_sha.body, data);
+
+    let part = call("GET", &url, None, &[("range", "bytes=100-199")], None);
+    assert_eq!(part.status, 206);
+    assert_eq!(part.header("content-range"), Some("bytes 100-199/10000"));
+    assert_eq!(part.body, &data[100..200]);
+    let tail = call("GET", &url, None, &[("range", "bytes=9990-")], None);
+    assert_eq!(tail.body, &data[9990..]);
+    let past = call("GET", &url, None, &[("range", "bytes=10000-")], None);
+    assert_eq!(past.status, 416);
+    assert_eq!(past.header("content-range"), Some("bytes */10000"));
+
+    let missing = call(
+        "HEAD",
+        &format!("{}/kernels/acme/relu/resolve/main/nope", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(missing.status, 404);
+    assert_eq!(missing.header("x-error-code"), Some("EntryNotFound"));
+    assert_eq!(missing.header("x-repo-commit"), Some(commit.as_str()));
+    let bad_rev = call(
+        "GET",
+        &format!("{}/kernels/acme/relu/resolve/nope/x", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(bad_rev.header("x-error-code"), Some("RevisionNotFound"));
+    let no_repo = call(
+        "GET",
+        &format!("{}/kernels/acme/zzz/resolve/main/x", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(no_repo.header("x-error-code"), Some("RepoNotFound"));
+    // Kernel repos are not visible under the model prefix.
+    let wrong_type = call(
+        "GET",
+        &format!("{}/acme/relu/resolve/main/build/v/x.bin", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(wrong_type.header("x-error-code"), Some("RepoNotFound"));
+    // Encoded traversal in a resolve path is just a missing entry: nothing outside the tree is ever read.
+    let traversal = call(
+        "GET",
+        &format!(
+            "{}/kernels/acme/relu/resolve/main/..%2F..%2Fhub.sqlite",
+            t.url
+        ),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(traversal.status, 404);
+    assert_eq!(traversal.header("x-error-code"), Some("EntryNotFound"));
+    // The client's trace id comes back as the request id.
+    let traced = call("GET", &url, None, &[("x-amzn-trace-id", "abc-123")], None);
+    assert_eq!(traced.header("x-request-id"), Some("abc-123"));
+}
+
+#[test]
+fn bad_input_is_refused_with_clear_4xx_and_writes_nothing() {
+    let t = start(HubConfig { max_body: 4096 });
+    let tok = t.token("alice", true, &["acme"]);
+    t.create(&tok, "acme/m", "model");
+    let before = t.head("models/acme/m", "main");
+    let cases: Vec<(Vec<u8>, u16, &str)> = vec![
+        (b"not json\n".to_vec(), 400, "commit line 1"),
+        (ndjson(json!({}), &[file_op("../up", b"x")]), 400, "`..`"),
+        (ndjson(json!({}), &[file_op("/abs", b"x")]), 400, "absolute"),
+        (
+            ndjson(json!({}), &[file_op("a\\b", b"x")]),
+            400,
+            "backslash",
+        ),
+        (ndjson(json!({}), &[file_op("a\0b", b"x")]), 400, "NUL"),
+        (
+            ndjson(json!({}), &[file_op(".git/config", b"x")]),
+            400,
+            ".git/",
+        ),
+        (
+            ndjson(
+                json!({}),
+                &[json!({"key":"file","value":{"path":"a","content":"@@@"}})],
+            ),
+            400,
+            "not base64",
+        ),
+        (
+            ndjson(
+                json!({}),
+                &[
+                    json!({"key":"lfsFile","value":{"path":"a","algo":"sha256","oid":"0".repeat(64),"size":1}}),
+                ],
+            ),
+            400,
+            "never uploaded",
+        ),
+        (
+            ndjson(
+                json!({"parentCommit": "0".repeat(40)}),
+                &[file_op("ok", b"x")],
+            ),
+            412,
+            "parentCommit",
+        ),
+        (
+            ndjson(json!({}), &[file_op("big", &[7u8; 8192])]),
+            413,
+            "limit 4096",
+        ),
+        (
+            ndjson(
+                json!({}),
+                &[json!({"key":"deletedFile","value":{"path":"nope"}})],
+            ),
+            404,
+            "doesn't exist",
+        ),
+    ];
+    for (body, status, needle) in cases {
+        let a = t.commit(&tok, "models/acme/m", "main", body.clone());
+        let text = String::from_utf8_lossy(&a.body).into_owned();
+        assert_eq!(a.status, status, "{text}");
+        assert!(a.header("x-error-message").is_some(), "{text}");
+        assert!(
+            a.json()["error"].as_str().unwrap().contains(needle),
+            "expected `{needle}` in {text}"
+        );
+    }
+    assert_eq!(t.head("models/acme/m", "main"), before);
+    let missing = t.commit(
+        &tok,
+        "models/acme/m",
+        "nope",
+        ndjson(json!({}), &[file_op("a", b"x")]),
+    );
+    assert_eq!(missing.header("x-error-code"), Some("RevisionNotFound"));
+
+    // Malformed JSON bodies and bad names.
+    let url = format!("{}/api/repos/create", t.url);
+    let a = call("POST", &url, Some(&tok), &[], Some(b"{oops".to_vec()));
+    assert_eq!(a.status, 400);
+    assert_eq!(a.header("x-error-code"), Some("BadRequest"));
+    for (name, org) in [("a..b", "acme"), ("ok", "kernels"), ("x y", "acme")] {
+        let a = post_json(
+            &url,
+            Some(&tok),
+            json!({ "name": name, "organization": org }),
+        );
+        assert_eq!(a.status, 400, "{name}");
+    }
+    let a = post_json(
+        &url,
+        Some(&tok),
+        json!({ "name": "d", "organization": "acme", "type": "dataset" }),
+    );
+    assert!(
+        a.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("use `model` or `kernel`")
+    );
+    let tree = call(
+        "GET",
+        &format!("{}/api/models/acme/m/tree/main/..%2F..", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(tree.status, 400);
+    let unknown = call(
+        "GET",
+        &format!("{}/api/spaces/acme/m", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(unknown.status, 404);
+    // Unknown token: 401 everywhere, even on public reads.
+    let forged = call(
+        "GET",
+        &format!("{}/api/models/acme/m", t.url),
+        Some("hf_forged"),
+        &[],
+        None,
+    );
+    assert_eq!(forged.status, 401);
+}
+
+#[test]
+fn lfs_basic_upload_then_commit() {
+    let t = start(HubConfig::default());
+    let tok = t.token("alice", true, &["acme"]);
+    t.create(&tok, "acme/big", "kernel");
+    let data = vec![42u8; 1 << 20];
+    let oid = hex::encode(Sha256::digest(&data));
+    let batch_url = format!("{}/kernels/acme/big.git/info/lfs/objects/batch", t.url);
+    let batch_body = json!({ "operation": "upload", "transfers": ["basic", "multipart"],
+        "objects": [{ "oid": oid, "size": data.len() }], "hash_algo": "sha256" });
+    let batch = post_json(&batch_url, Some(&tok), batch_body.clone());
+    assert_eq!(batch.status, 200);
+    assert_eq!(
+        batch.header("content-type"),
+        Some("application/vnd.git-lfs+json")
+    );
+    let obj = &batch.json()["objects"][0];
+    let href = obj["actions"]["upload"]["href"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let verify = obj["actions"]["verify"]["href"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(href.starts_with(&t.url));
+
+    // Wrong bytes for the ticket are refused and leave nothing behind.
+    let wrong = call("PUT", &href, None, &[], Some(vec![0u8; 1 << 20]));
+    assert_eq!(
+        wrong.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&wrong.body)
+    );
+    let short = call("PUT", &href, None, &[], Some(vec![42u8; 10]));
+    assert_eq!(short.status, 400);
+    let v = post_json(
+        &verify,
+        Some(&tok),
+        json!({ "oid": oid, "size": data.len() }),
+    );
+    assert_eq!(v.status, 404);
+
+    assert_eq!(
+        call("PUT", &href, None, &[], Some(data.clone())).status,
+        200
+    );
+    // One-time URL (a small body: the refusal comes before the body is read).
+    assert_eq!(
+        call("PUT", &href, None, &[], Some(b"again".to_vec())).status,
+        403
+    );
+    assert_eq!(
+        post_json(
+            &verify,
+            Some(&tok),
+            json!({ "oid": oid, "size": data.len() })
+        )
+        .status,
+        200
+    );
+    // Already stored: no actions.
+    let again = post_json(&batch_url, Some(&tok), batch_body);
+    assert!(again.json()["objects"][0].get("actions").is_none());
+
+    let lfs = json!({ "key": "lfsFile", "value": { "path": "w.bin", "algo": "sha256", "oid": oid, "size": data.len() } });
+    assert_eq!(
+        t.commit(&tok, "kernels/acme/big", "main", ndjson(json!({}), &[lfs]))
+            .status,
+        200
+    );
+    let got = call(
+        "GET",
+        &format!("{}/kernels/acme/big/resolve/main/w.bin", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(got.body, data);
+
+    // Batch needs write rights.
+    let reader = t.token("bob", false, &["acme"]);
+    let denied = post_json(
+        &batch_url,
+        Some(&reader),
+        json!({ "operation": "upload", "objects": [] }),
+    );
+    assert_eq!(denied.status, 403);
+}
+
+#[test]
+fn tree_pages_follow_link_headers() {
+    let t = start(HubConfig::default());
+    let tok = t.token("alice", true, &[]);
+    t.create(&tok, "alice/many", "model");
+    let ops: Vec<Value> = (0..2300)
+        .map(|i| file_op(&format!("d/f{i:05}.txt"), b"x"))
+        .collect();
+    assert_eq!(
+        t.commit(&tok, "models/alice/many", "main", ndjson(json!({}), &ops))
+            .status,
+        200
+    );
+    let mut url = Some(format!(
+        "{}/api/models/alice/many/tree/main?recursive=true&expand=false",
+        t.url
+    ));
+    let mut pages = 0;
+    let mut paths = Vec::new();
+    while let Some(u) = url.take() {
+        let a = call("GET", &u, None, &[], None);
+        assert_eq!(a.status, 200);
+        pages += 1;
+        paths.extend(
+            a.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["path"].as_str().unwrap().to_owned()),
+        );
+        url = a.header("link").map(|l| {
+            assert!(l.ends_with("; rel=\"next\""), "{l}");
+            l.split(';')
+                .next()
+                .unwrap()
+                .trim_matches(['<', '>'])
+                .to_owned()
+        });
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(paths.len(), 2301); // the folder plus every file
+    assert_eq!(paths[0], "d");
+    assert_eq!(paths[2300], "d/f02299.txt");
+}
+
+#[test]
+fn concurrent_writers_lose_nothing_and_conflicts_are_412() {
+    let t = Arc::new(start(HubConfig::default()));
+    let tok = t.token("alice", true, &["acme"]);
+    t.create(&tok, "acme/busy", "kernel");
+    const WRITERS: usize = 16;
+    const PER_WRITER: usize = 16;
+    let conflicts = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (t, tok, conflicts) = (t.clone(), tok.clone(), conflicts.clone());
+            std::thread::spawn(move || {
+                for i in 0..PER_WRITER {
+                    let file = file_op(&format!("w{w:02}/c{i:02}"), format!("{w}-{i}").as_bytes());
+                    if i % 2 == 0 {
+                        // Plain commits apply on top of whatever the head is.
+                        let a = t.commit(
+                            &tok,
+                            "kernels/acme/busy",
+                            "main",
+                            ndjson(json!({}), &[file]),
+                        );
+                        assert_eq!(a.status, 200);
+                        continue;
+                    }
+                    // Optimistic commits: retry on 412 until they land on the current head.
+                    loop {
+                        let head = t.head("kernels/acme/busy", "main");
+                        let body =
+                            ndjson(json!({ "parentCommit": head }), std::slice::from_ref(&file));
+                        let a = t.commit(&tok, "kernels/acme/busy", "main", body);
+                        match a.status {
+                            200 => break,
+                            412 => {
+                                conflicts.fetch_add(1, Ordering::Relaxed);
+                            }
+                            s => panic!("unexpected {s}: {}", String::from_utf8_lossy(&a.body)),
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let log = call(
+        "GET",
+        &format!("{}/api/kernels/acme/busy/commits/main", t.url),
+        None,
+        &[],
+        None,
+    )
+    .json();
+    assert_eq!(log.as_array().unwrap().len(), WRITERS * PER_WRITER + 1);
+    let files = call(
+        "GET",
+        &format!("{}/api/kernels/acme/busy/tree/main?recursive=true", t.url),
+        None,
+        &[],
+        None,
+    )
+    .json();
+    let n_files = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "file")
+        .count();
+    assert_eq!(n_files, WRITERS * PER_WRITER);
+    let sample = call(
+        "GET",
+        &format!("{}/kernels/acme/busy/resolve/main/w07/c13", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(sample.body, b"7-13");
+    // With 16 writers racing, some optimistic commits must have lost a race.
+    eprintln!(
+        "412 conflicts answered: {}",
+        conflicts.load(Ordering::Relaxed)
+    );
+}
