@@ -29,4 +29,5 @@ g++ -O3 -std=c++17 -fPIC -fopenmp $DEF $INC -c "$K/torch-ext/torch_binding.cpp" 
 g++ -O3 -std=c++17 -fPIC -fopenmp $DEF $INC -c "$K/gemm_cpu/gemm_cpu.cpp" -o "$W/cpu.o"
 g++ -shared -fopenmp "$W/gemm_cuda.o" "$W/binding.o" "$W/cpu.o" -L"$TL" -lc10 -ltorch -ltorch_cpu -lc10_cuda \
   -ltorch_cuda -L"$CUDA/lib" -l:libcudart.so.13 -Wl,-rpath,"$TL" -o "$W/$NAME.so"
+"$CUDA/bin/nvcc" --version | tail -1 > "$W/nvcc_version.txt"
 echo "built $W/$NAME.so"

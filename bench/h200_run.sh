@@ -13,4 +13,4 @@ cuobjdump --dump-sass .device/build/gemm_cuda.o | grep -oE "QGMMA[.A-Z0-9x]*|HGM
 timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -rf kernels/fp8-gemm/tests/test_gemm_gpu.py \
   2>&1 | tee "$OUT/gpu_tests.log" | tail -40
 timeout "${BENCH_TIMEOUT:-300}" python3 bench/fp8_gemm.py --so "$SO" --commit "$COMMIT" \
-  --nvcc "$(.device/cuda/bin/nvcc --version | tail -1)" --out-dir "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"
+  --nvcc "$(cat .device/build/nvcc_version.txt)" --out-dir "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"

@@ -234,6 +234,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.num_m = cdiv(M, BM), p.num_n = cdiv(N, ch.bn);
   p.splits = std::min<int64_t>(ch.splits, KB);
   p.group_m = 8;
+  if (const char *dbg = std::getenv("FP8GEMM_DEBUG")) p.debug = std::atoi(dbg);
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;

@@ -1,0 +1,59 @@
+"""Diagnoses wrong results of one sm_90a configuration: error map by tile position and FP8GEMM_DEBUG variant.
+
+python bench/fp8_gemm_diag.py BUILD.so
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fp8_gemm import make_inputs, reference, verdict  # noqa: E402
+
+CASES = [("2,128,1", 6144, 7168, 256), ("2,64,1", 6144, 4096, 512), ("2,128,2", 1024, 7168, 2048),
+         ("2,192,1", 6144, 7168, 256), ("1,128,2", 1024, 7168, 2048)]  # fmt: skip
+
+
+def error_map(out, ref, bm, bn):
+    bad = ~((out.double() - ref).abs() <= 1e-3 + 5e-2 * ref.abs() + 0.05 * ref.abs().mean())
+    m, n = bad.shape
+    rows = bad.any(1).nonzero().flatten()
+    print(f"   bad elements {int(bad.sum())} / {m * n}; bad rows {len(rows)}")
+    if len(rows) == 0:
+        return
+    tile_rows = bad.view(m // bm, bm, n).any(2).any(0).nonzero().flatten().tolist()
+    cols_in_tile = bad.view(m, n // bn, bn).any(0).any(0).nonzero().flatten().tolist() if n % bn == 0 else []
+    tiles = bad.view(m // bm, bm, n // bn, bn).any(3).any(1) if n % bn == 0 else None
+    print(f"   rows within tile: {tile_rows[:20]}{'...' if len(tile_rows) > 20 else ''}")
+    print(f"   cols within tile: {cols_in_tile[:20]}{'...' if len(cols_in_tile) > 20 else ''}")
+    if tiles is not None:
+        print(f"   bad tiles {int(tiles.sum())} / {tiles.numel()}: first {tiles.nonzero()[:8].tolist()}")
+
+
+def main():
+    torch.ops.load_library(sys.argv[1])
+    ops = getattr(torch.ops, Path(sys.argv[1]).name.split(".")[0])
+    for cfg, m, n, k in CASES:
+        x = make_inputs(m, n, k, False)
+        ref = reference(*x)
+        os.environ["FP8GEMM_CONFIG"] = cfg
+        for dbg in (0, 1, 2, 4, 8, 15):
+            os.environ["FP8GEMM_DEBUG"] = str(dbg)
+            errs = []
+            for rep in range(3):
+                c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+                ops.gemm(*x, c)
+                errs.append(verdict(c, ref)[0])
+                if dbg == 0 and rep == 0 and errs[0] > 2e-3:
+                    print(f"{cfg} {m}x{n}x{k} map:")
+                    nc, bn = int(cfg.split(",")[0]), int(cfg.split(",")[1])
+                    error_map(c, ref, 64 * nc, bn)
+            errs_s = " ".join(f"{e:.2e}" for e in errs)
+            print(f"{cfg} {m}x{n}x{k} debug={dbg:2d} rel_err {errs_s}", flush=True)
+    del os.environ["FP8GEMM_CONFIG"], os.environ["FP8GEMM_DEBUG"]
+
+
+if __name__ == "__main__":
+    main()
