@@ -38,13 +38,19 @@ pub fn db_path(data_dir: &Path) -> PathBuf {
 /// Limits and settings of a running hub.
 #[derive(Debug, Clone)]
 pub struct HubConfig {
-    /// Largest accepted request body (commit NDJSON, LFS upload), in bytes.
-    pub max_body: u64,
+    /// Largest commit body (NDJSON with base64-inlined files), in bytes. Commits are buffered in memory
+    /// (clients build them in memory too), so this also bounds the memory one request can take.
+    pub max_commit: u64,
+    /// Largest single uploaded object (LFS PUT, streamed to disk), in bytes.
+    pub max_upload: u64,
 }
 
 impl Default for HubConfig {
     fn default() -> Self {
-        HubConfig { max_body: 8 << 30 }
+        HubConfig {
+            max_commit: 1 << 30,
+            max_upload: 64 << 30,
+        }
     }
 }
 
@@ -1014,14 +1020,15 @@ async fn commit(
         ));
     }
     let base = base_url(req.headers());
-    let limit = usize::try_from(hub.config.max_body).unwrap_or(usize::MAX);
+    let limit = usize::try_from(hub.config.max_commit).unwrap_or(usize::MAX);
     let body = axum::body::to_bytes(req.into_body(), limit).await.map_err(|e| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             Some("PayloadTooLarge"),
             format!(
-                "reading the commit body failed (limit {} bytes, `kforge hub serve --max-body-mib`): {e}",
-                hub.config.max_body
+                "reading the commit body failed (limit {} bytes, `kforge hub serve --max-commit-mib`; \
+                 upload large files through LFS instead): {e}",
+                hub.config.max_commit
             ),
         )
     })?;
@@ -1182,6 +1189,14 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                         "error": { "code": 422, "message": "oid must be 64 lowercase hex digits (sha256)" } }));
                     continue;
                 }
+                if size > hub.config.max_upload {
+                    let message = format!(
+                        "object of {size} bytes exceeds the hub's limit of {} bytes (`--max-upload-mib`)",
+                        hub.config.max_upload
+                    );
+                    objects.push(json!({ "oid": oid, "size": size, "error": { "code": 413, "message": message } }));
+                    continue;
+                }
                 let (blobs, o2) = (hub.blobs.clone(), oid.to_owned());
                 let existing = blocking(move || {
                     blobs
@@ -1285,13 +1300,13 @@ async fn lfs_upload(hub: Shared, ticket: String, req: Request) -> ApiResult {
             }
         }
     };
-    if size > hub.config.max_body {
+    if size > hub.config.max_upload {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             Some("PayloadTooLarge"),
             format!(
-                "object of {size} bytes exceeds the hub's limit of {} bytes",
-                hub.config.max_body
+                "object of {size} bytes exceeds the hub's limit of {} bytes (`--max-upload-mib`)",
+                hub.config.max_upload
             ),
         ));
     }

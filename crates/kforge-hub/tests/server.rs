@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 struct TestHub {
     url: String,
     hub: Arc<Hub>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 fn start(config: HubConfig) -> TestHub {
@@ -34,7 +34,7 @@ fn start(config: HubConfig) -> TestHub {
     TestHub {
         url: format!("http://{addr}"),
         hub,
-        _dir: dir,
+        dir,
     }
 }
 
@@ -263,7 +263,10 @@ fn resolve_headers_ranges_and_errors() {
 
 #[test]
 fn bad_input_is_refused_with_clear_4xx_and_writes_nothing() {
-    let t = start(HubConfig { max_body: 4096 });
+    let t = start(HubConfig {
+        max_commit: 4096,
+        max_upload: 1 << 20,
+    });
     let tok = t.token("alice", true, &["acme"]);
     t.create(&tok, "acme/m", "model");
     let before = t.head("models/acme/m", "main");
@@ -340,6 +343,14 @@ fn bad_input_is_refused_with_clear_4xx_and_writes_nothing() {
         ndjson(json!({}), &[file_op("a", b"x")]),
     );
     assert_eq!(missing.header("x-error-code"), Some("RevisionNotFound"));
+
+    // Objects over the upload limit are refused at batch time.
+    let batch = post_json(
+        &format!("{}/acme/m.git/info/lfs/objects/batch", t.url),
+        Some(&tok),
+        json!({ "operation": "upload", "objects": [{ "oid": "a".repeat(64), "size": 2 << 20 }] }),
+    );
+    assert_eq!(batch.json()["objects"][0]["error"]["code"], 413);
 
     // Malformed JSON bodies and bad names.
     let url = format!("{}/api/repos/create", t.url);
@@ -611,4 +622,35 @@ fn concurrent_writers_lose_nothing_and_conflicts_are_412() {
         "412 conflicts answered: {}",
         conflicts.load(Ordering::Relaxed)
     );
+}
+
+#[test]
+fn client_disconnect_mid_commit_changes_nothing() {
+    use std::io::Write;
+    let t = start(HubConfig::default());
+    let tok = t.token("alice", true, &[]);
+    t.create(&tok, "alice/m", "model");
+    let before = t.head("models/alice/m", "main");
+    let body = ndjson(json!({}), &[file_op("x.bin", &vec![1u8; 3 << 20])]);
+    let addr = t.url.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /api/models/alice/m/commit/main HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {tok}\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(&body[..body.len() / 2]).unwrap();
+    drop(s);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(t.head("models/alice/m", "main"), before);
+    assert_eq!(
+        std::fs::read_dir(t.dir.path().join("tmp")).unwrap().count(),
+        0
+    );
+    // The hub keeps serving.
+    let ok = t.commit(&tok, "models/alice/m", "main", body);
+    assert_eq!(ok.status, 200);
+    assert_ne!(t.head("models/alice/m", "main"), before);
 }

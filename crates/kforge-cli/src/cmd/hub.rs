@@ -24,9 +24,12 @@ enum HubCommand {
         /// Address to bind; port 0 picks a free port.
         #[arg(long, default_value = "127.0.0.1:8790")]
         addr: SocketAddr,
-        /// Largest accepted request body (a commit or one uploaded file), in MiB.
-        #[arg(long, default_value_t = 8192)]
-        max_body_mib: u64,
+        /// Largest commit request (files inlined as base64, held in memory while applied), in MiB.
+        #[arg(long, default_value_t = 1024)]
+        max_commit_mib: u64,
+        /// Largest single uploaded file (LFS, streamed to disk), in MiB.
+        #[arg(long, default_value_t = 65536)]
+        max_upload_mib: u64,
     },
     /// Manage access tokens.
     Token {
@@ -99,11 +102,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         HubCommand::Serve {
             data,
             addr,
-            max_body_mib,
+            max_commit_mib,
+            max_upload_mib,
         } => {
             let dir = data_dir(data)?;
             let config = HubConfig {
-                max_body: max_body_mib.saturating_mul(1 << 20),
+                max_commit: max_commit_mib.saturating_mul(1 << 20),
+                max_upload: max_upload_mib.saturating_mul(1 << 20),
             };
             serve_blocking(&dir, addr, config, |bound| {
                 let mut out = std::io::stdout().lock();
