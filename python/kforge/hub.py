@@ -94,7 +94,7 @@ class CommitState:
 
 
 class Hub:
-    """One HfApi per process and user agent, created only when a request is really needed."""
+    """One HfApi per endpoint and user agent, created only when a request is really needed."""
 
     _apis: dict = {}
 
@@ -103,18 +103,22 @@ class Hub:
 
     @property
     def api(self):
-        key = json.dumps(self.user_agent, sort_keys=True, default=str)
-        if key not in Hub._apis:
-            from huggingface_hub import HfApi
+        from huggingface_hub import HfApi, constants
 
+        # HF_ENDPOINT read now, not at huggingface_hub's import, so it can be set after importing kforge.
+        endpoint = os.environ.get("HF_ENDPOINT", constants.ENDPOINT).rstrip("/")
+        key = (endpoint, json.dumps(self.user_agent, sort_keys=True, default=str))
+        if key not in Hub._apis:
             Hub._apis[key] = HfApi(
-                library_name="kforge", library_version=LIBRARY_VERSION, user_agent=self.user_agent
+                endpoint=endpoint,
+                library_name="kforge",
+                library_version=LIBRARY_VERSION,
+                user_agent=self.user_agent,
             )
         return Hub._apis[key]
 
     def _call(self, repo_id: str, ref: str | None, fn, *args, **kwargs):
         """Run a hub call, turning huggingface_hub's not-found errors into messages that say what to do."""
-        from huggingface_hub import constants
         from huggingface_hub.errors import RepositoryNotFoundError
         from huggingface_hub.errors import RevisionNotFoundError as HfRevisionNotFound
 
@@ -122,7 +126,7 @@ class Hub:
             return fn(*args, **kwargs)
         except RepositoryNotFoundError:
             raise KernelRepoNotFoundError(
-                f"kernel repo {repo_id!r} not found on {constants.ENDPOINT}: check the name, or set HF_TOKEN "
+                f"kernel repo {repo_id!r} not found on {self.api.endpoint}: check the name, or set HF_TOKEN "
                 "to a "
                 "token that can read it if it is private"
             ) from None
@@ -214,6 +218,7 @@ class Hub:
             library_name="kforge",
             library_version=LIBRARY_VERSION,
             user_agent=self.user_agent,
+            endpoint=self.api.endpoint,
         )
         return Path(root) / "build" / name
 
@@ -233,6 +238,7 @@ class Hub:
                 library_name="kforge",
                 library_version=LIBRARY_VERSION,
                 user_agent=self.user_agent,
+                endpoint=self.api.endpoint,
             )
         )
 
