@@ -113,6 +113,9 @@ def main() -> int:
         try:
             print(f"hub at {hub.url}")
             token = hub.token("demo", orgs=[ORG])
+            # As the hub's operator: mark the demo org a trusted kernel publisher, so both loaders load its
+            # kernels without trust_remote_code (the gate HF's kernels 0.17 applies).
+            kforge("hub", "org", "trust", ORG, "--data", str(hub.data_dir))
             timings["hub start"] = time.monotonic() - started
 
             started = step("kforge push")
