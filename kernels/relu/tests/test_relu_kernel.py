@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from kernels import get_local_kernel
 
 PROJECT = Path(__file__).resolve().parent.parent
