@@ -45,6 +45,8 @@ enum Command {
     Download(cmd::download::Args),
     /// Verify a built or downloaded variant: digest and signature.
     Verify(cmd::verify::Args),
+    /// Generate signing keys and sign built variants.
+    Key(cmd::key::Args),
 }
 
 fn init_tracing(verbose: u8) {
@@ -80,6 +82,7 @@ fn main() -> ExitCode {
         Command::Lock(args) => cmd::lock::run(args),
         Command::Download(args) => cmd::download::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        Command::Key(args) => cmd::key::run(args),
     };
     cmd::finish(result)
 }

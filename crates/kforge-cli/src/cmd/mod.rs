@@ -9,6 +9,7 @@ pub mod check;
 pub mod download;
 pub mod hub;
 pub mod init;
+pub mod key;
 pub mod lock;
 pub mod pull;
 pub mod push;
