@@ -97,6 +97,8 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+// The child is returned to `main`, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
 fn start_nginx(bin: &str, root: &Path, www: &Path) -> (Child, String) {
     let port = free_port();
     let conf = root.join("nginx.conf");
@@ -117,7 +119,7 @@ fn start_nginx(bin: &str, root: &Path, www: &Path) -> (Child, String) {
         ),
     )
     .expect("writing nginx.conf");
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .args(["-p"])
         .arg(root)
         .arg("-c")
@@ -132,6 +134,8 @@ fn start_nginx(bin: &str, root: &Path, www: &Path) -> (Child, String) {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!(
         "nginx did not start; see {}",
         root.join("nginx.err").display()
@@ -145,7 +149,9 @@ fn main() {
     });
     let dir = tempfile::tempdir().expect("temp dir");
     let size = args.size_mib << 20;
-    let content: Vec<u8> = (0..size).map(|i| (i * 2_654_435_761 >> 13) as u8).collect();
+    let content: Vec<u8> = (0..size)
+        .map(|i| ((i * 2_654_435_761) >> 13) as u8)
+        .collect();
     let www = dir.path().join("www");
     std::fs::create_dir_all(&www).unwrap();
     std::fs::write(www.join("file.bin"), &content).unwrap();
