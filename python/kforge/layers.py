@@ -121,12 +121,13 @@ class LayerRepository:
             self.repo_id, self.revision, self.version, local_only=offline()
         )
 
-    def load(self):
+    def load(self, device: str | None = None):
         from .loader import get_kernel
 
         kernel = get_kernel(
             self.repo_id,
             revision=self._commit,
+            backend=_backend_for(device),
             user_agent=self.user_agent,
             trust_remote_code=self.trust_remote_code,
         )
@@ -159,10 +160,14 @@ class LocalLayerRepository:
     def __init__(self, repo_path, *, layer_name: str):
         self.repo_path, self.layer_name = Path(repo_path), layer_name
 
-    def load(self):
+    def load(self, device: str | None = None):
         from .loader import get_local_kernel
 
-        return _layer_of(get_local_kernel(self.repo_path), self.layer_name, str(self.repo_path))
+        kernel = get_local_kernel(self.repo_path, backend=_backend_for(device))
+        return _layer_of(kernel, self.layer_name, str(self.repo_path))
+
+    def __repr__(self):
+        return f"LocalLayerRepository({str(self.repo_path)!r}, layer_name={self.layer_name!r})"
 
     def __eq__(self, other):
         return type(other) is type(self) and (other.repo_path, other.layer_name) == (
@@ -184,7 +189,7 @@ class LockedLayerRepository:
         self.lockfile, self._caller = lockfile, _caller_module()
         read_lock(lockfile, caller=self._caller).find(repo_id)  # fail at construction, as kernels does
 
-    def load(self):
+    def load(self, device: str | None = None):
         from .hub import offline
         from .loader import _load_locked
 
@@ -192,7 +197,7 @@ class LockedLayerRepository:
             self.repo_id,
             self.lockfile,
             self._caller,
-            backend=None,
+            backend=_backend_for(device),
             local_only=offline(),
             trust_remote_code=self.trust_remote_code,
             user_agent=None,
@@ -208,6 +213,11 @@ class LockedLayerRepository:
 
     def __hash__(self):
         return hash((self.repo_id, self.layer_name, str(self.lockfile)))
+
+
+def _backend_for(device: str | None) -> str | None:
+    # kernelize(device="cpu") on a CUDA/ROCm build of torch must pick CPU variants; others use the host's.
+    return "cpu" if device == "cpu" else None
 
 
 def _layer_of(kernel, layer_name: str, where: str):
@@ -466,14 +476,14 @@ def _kernelize_one(module, device: str, mode: Mode, fallback: KernelizeFallback)
         return
     try:
         repo, found_mode = _select(layer_name, device, mode)
-        if repo not in _CACHED_LAYER:
+        if (repo, device) not in _CACHED_LAYER:
             try:
-                _CACHED_LAYER[repo] = repo.load()
+                _CACHED_LAYER[repo, device] = repo.load(device)
             except (FileNotFoundError, KernelError, ImportError, OSError) as e:
                 raise _NoKernel(
                     KernelizeFallback.CANNOT_LOAD, f"layer {layer_name!r}: cannot load {repo}: {e}"
                 ) from e
-        layer = _CACHED_LAYER[repo]
+        layer = _CACHED_LAYER[repo, device]
     except _NoKernel as e:
         if e.flag == KernelizeFallback.NO_LAYER:
             log.warning("%s", e)
