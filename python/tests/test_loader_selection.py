@@ -27,6 +27,7 @@ def _system(d: dict) -> System:
         d["os"],
         tvm_ffi=d.get("tvm_ffi"),
         macos=d.get("macos"),
+        free_threaded=d.get("free_threaded", False),
     )
 
 
