@@ -73,17 +73,31 @@ pub struct Hub {
     pub blobs: Arc<dyn BlobStore>,
     pub config: HubConfig,
     tickets: Mutex<HashMap<String, Ticket>>,
+    /// Exclusive lock on `DATA/hub.lock` while this hub serves the directory (released on drop).
+    _lock: Option<std::fs::File>,
 }
 
 impl Hub {
     /// Open the default storage (SQLite + filesystem blobs) in `data_dir`, creating it if needed.
+    /// Two hubs on one data directory would delete each other's in-flight uploads at start-up, so the
+    /// directory is locked for as long as the hub lives.
     pub fn open(data_dir: &Path, config: HubConfig) -> Result<Hub, StoreError> {
         std::fs::create_dir_all(data_dir)?;
-        Ok(Hub::with_stores(
+        let lock_path = data_dir.join("hub.lock");
+        let lock = std::fs::File::create(&lock_path)?;
+        if let Err(e) = lock.try_lock() {
+            return Err(StoreError::Invalid(format!(
+                "{}: another kforge hub is serving this data directory ({e}); stop it or pick another --data",
+                lock_path.display()
+            )));
+        }
+        let mut hub = Hub::with_stores(
             Arc::new(SqliteStore::open(&db_path(data_dir))?),
             Arc::new(FsBlobStore::open(data_dir)?),
             config,
-        ))
+        );
+        hub._lock = Some(lock);
+        Ok(hub)
     }
 
     pub fn with_stores(
@@ -96,6 +110,7 @@ impl Hub {
             blobs,
             config,
             tickets: Mutex::new(HashMap::new()),
+            _lock: None,
         }
     }
 }

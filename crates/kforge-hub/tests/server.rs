@@ -654,3 +654,16 @@ fn client_disconnect_mid_commit_changes_nothing() {
     assert_eq!(ok.status, 200);
     assert_ne!(t.head("models/alice/m", "main"), before);
 }
+
+#[test]
+fn one_hub_per_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Hub::open(dir.path(), HubConfig::default()).unwrap();
+    let err = Hub::open(dir.path(), HubConfig::default()).err().unwrap();
+    assert!(
+        err.to_string().contains("another kforge hub is serving"),
+        "{err}"
+    );
+    drop(first);
+    Hub::open(dir.path(), HubConfig::default()).unwrap();
+}
