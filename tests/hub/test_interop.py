@@ -307,3 +307,25 @@ def test_organization_overview_reports_trust(kforge_hub, alice):
     with pytest.raises(HfHubHTTPError) as exc:
         alice.get_organization_overview("nobody")
     assert exc.value.response.status_code == 404
+
+
+def test_local_dir_downloads_and_ranged_reads(kforge_hub, alice, tmp_path):
+    from huggingface_hub import HfFileSystem
+
+    data = bytes(range(256)) * 1000
+    alice.create_repo("acme/fs")
+    alice.upload_file(path_or_fileobj=data, path_in_repo="dir/blob.bin", repo_id="acme/fs")
+    local = tmp_path / "local"
+    path = hf_hub_download("acme/fs", "dir/blob.bin", local_dir=local, endpoint=kforge_hub.url)
+    assert Path(path) == local / "dir/blob.bin"
+    assert Path(path).read_bytes() == data
+    # A second call finds the file by its sha256 etag and does not download again.
+    before = Path(path).stat().st_mtime_ns
+    hf_hub_download("acme/fs", "dir/blob.bin", local_dir=local, endpoint=kforge_hub.url)
+    assert Path(path).stat().st_mtime_ns == before
+
+    fs = HfFileSystem(endpoint=kforge_hub.url, token=alice.token)
+    assert fs.ls("acme/fs/dir", detail=False) == ["acme/fs/dir/blob.bin"]
+    with fs.open("acme/fs/dir/blob.bin", "rb", block_size=4096) as f:
+        f.seek(1000)
+        assert f.read(300) == data[1000:1300]
