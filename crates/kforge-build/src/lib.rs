@@ -14,6 +14,9 @@ pub use generate::{REGISTRATION_H, SINGLE_THREADED_CPP, noarch_ops_py, ops_py};
 pub use install::Outcome;
 pub use plan::{Lang, Plan, Selection, Unit, VariantKind, VariantPlan, plan};
 
+/// ROCm device-only builds (`kforge build --backend rocm --device-only`): no ROCm torch is needed.
+pub use kforge_rocm::{DeviceOnlyOptions, DeviceReport, RocmError, compile_device_only};
+
 use std::path::PathBuf;
 
 use kforge_manifest::{Project, project_id};

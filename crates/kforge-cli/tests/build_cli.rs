@@ -349,3 +349,32 @@ fn kforge_init_projects_build() {
     assert!(variant.join("_my_kernel_cpu_i1.abi3.so").is_file());
     assert!(variant.join("__init__.py").is_file());
 }
+
+#[test]
+fn rocm_device_only_compiles_the_rocm_component() {
+    let cache = fresh_cache();
+    let work = TempDir::new("rocm");
+    let proj = repo().join("kernels/relu");
+    let out_dir = work.path().join("out");
+    let args = [
+        s(&proj),
+        "--backend",
+        "rocm",
+        "--device-only",
+        "--out",
+        s(&out_dir),
+    ];
+    let stdout = ok(build(cache.path(), &args));
+    assert!(stdout.contains("never executed here"), "{stdout}");
+    assert!(stdout.contains("relu_rocm gfx942 -> "), "{stdout}");
+    let co = std::fs::read(out_dir.join("device/rocm/gfx942/relu_rocm.co")).unwrap();
+    assert!(co.starts_with(b"\x7fELF"));
+
+    let out = build(cache.path(), &[s(&proj), "--device-only"]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.starts_with("error: --device-only: valid only with `--backend rocm`"),
+        "{stderr}"
+    );
+}

@@ -3,7 +3,9 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use kforge_build::{BuildOptions, Outcome, Selection, build};
+use kforge_build::{
+    BuildOptions, DeviceOnlyOptions, Outcome, Selection, build, compile_device_only,
+};
 use kforge_manifest::{Backend, Problem, load_project};
 use kforge_toolchain::Cache;
 
@@ -22,6 +24,7 @@ fn report_problems(problems: &[Problem]) {
   kforge build --backend cpu                     # only the CPU variant(s)
   kforge build --variant torch211-cxx11-cu130-x86_64-linux -j 4
   kforge build --out /tmp/out -v                 # elsewhere, logging each command
+  kforge build --backend rocm --device-only      # ROCm device code only (build/device/rocm/), no ROCm torch
 
 Toolchains (torch, nvcc, ...) are fetched once into $KFORGE_CACHE (default ~/.cache/kforge).")]
 pub struct Args {
@@ -46,6 +49,10 @@ pub struct Args {
     /// The unique id in the ops name (default: 7 hex of the git tree hash, `_dirty` if modified).
     #[arg(long)]
     pub unique_id: Option<String>,
+    /// With `--backend rocm`: compile only the device code of the rocm components (clang, per gfx arch)
+    /// into <out>/device/rocm/ and report registers/LDS/MFMA use. Nothing is run.
+    #[arg(long)]
+    pub device_only: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -74,6 +81,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
 
+    if args.device_only
+        && (args.backends.len() != 1 || args.backends[0] != "rocm" || args.variant.is_some())
+    {
+        anyhow::bail!(
+            "--device-only: valid only with `--backend rocm` (and no --variant); ROCm device code is the only device-only build"
+        );
+    }
+
     let project = match load_project(&args.dir) {
         Ok(p) => p,
         Err(err) => {
@@ -86,6 +101,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     report_problems(&project.warnings);
+
+    if args.device_only {
+        let out_dir = args
+            .out
+            .clone()
+            .unwrap_or_else(|| project.root.join("build"))
+            .join("device/rocm");
+        let options = DeviceOnlyOptions {
+            archs: None,
+            out_dir,
+        };
+        let report = compile_device_only(&project, &options)?;
+        print!("{report}");
+        return Ok(());
+    }
 
     let mut options = BuildOptions::new(Cache::from_env());
     if let Some(j) = args.jobs {
