@@ -50,7 +50,7 @@ const GENERAL_KEYS: &[(&str, u8)] = &[
 const ROOT_KEYS: &[(&str, u8)] = &[
     ("general", 3),
     ("torch", 3),
-    ("torch-noarch", 4),
+    ("torch-noarch", 3),
     ("tvm-ffi", 3),
     ("kernel", 3),
 ];
