@@ -100,7 +100,7 @@ pub fn render(opts: &InitOptions) -> Result<Vec<(PathBuf, String)>, InitError> {
         ));
         files.push((
             format!("{py}_cpu/{py}_cpu.cpp"),
-            fill(include_str!("templates/kernel_cpu.cpp")),
+            fill(include_str!("templates/kernel_cpu.cpp.tmpl")),
         ));
     }
     if gpu {
@@ -109,7 +109,7 @@ pub fn render(opts: &InitOptions) -> Result<Vec<(PathBuf, String)>, InitError> {
         ));
         files.push((
             format!("{py}_cuda/{py}.cu"),
-            fill(include_str!("templates/kernel.cu")),
+            fill(include_str!("templates/kernel.cu.tmpl")),
         ));
     }
     if has(Backend::Cuda) {
@@ -125,14 +125,14 @@ pub fn render(opts: &InitOptions) -> Result<Vec<(PathBuf, String)>, InitError> {
         ));
     }
     let binding =
-        include_str!("templates/torch_binding.cpp").replace("{{impls}}", &impls.join("\n"));
+        include_str!("templates/torch_binding.cpp.tmpl").replace("{{impls}}", &impls.join("\n"));
     files.extend([
         ("build.toml".to_string(), toml),
         ("torch-ext/torch_binding.cpp".to_string(), fill(&binding)),
-        ("torch-ext/torch_binding.h".to_string(), fill(include_str!("templates/torch_binding.h"))),
-        (format!("torch-ext/{py}/__init__.py"), fill(include_str!("templates/__init__.py"))),
+        ("torch-ext/torch_binding.h".to_string(), fill(include_str!("templates/torch_binding.h.tmpl"))),
+        (format!("torch-ext/{py}/__init__.py"), fill(include_str!("templates/__init__.py.tmpl"))),
         ("tests/__init__.py".to_string(), String::new()),
-        (format!("tests/test_{py}.py"), fill(include_str!("templates/test_kernel.py"))),
+        (format!("tests/test_{py}.py"), fill(include_str!("templates/test_kernel.py.tmpl"))),
         (
             ".gitignore".to_string(),
             "# Outputs of `kforge build` and files it generates.\nbuild/\n__pycache__/\ntorch-ext/registration.h\ntorch-ext/*/_ops.py\n".to_string(),
