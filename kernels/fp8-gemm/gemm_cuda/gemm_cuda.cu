@@ -31,30 +31,42 @@ struct Choice {
   int nc, bn, splits;
 };
 
-// Tile shapes compiled for each input type: (consumer warpgroups, block N) and a relative efficiency per
-// output element, measured on the H200 (bench/results/fp8-gemm-h200.md): wider tiles reuse smem operands more
-// and two consumers hide each other's promotion.
+// Tile shapes compiled for each input type: (consumer warpgroups, block N) and the measured H200 time of one
+// wave of 132 tiles over one 128-K block, in µs (fp8 sweep of bench/results/fp8-gemm-h200.json; bf16 scaled
+// by the 2x tensor-core rate). `two_wg` marks the shapes with two consumer warpgroups and BN <= 128 (see
+// kSafeTiles).
 struct Shape {
   int nc, bn;
-  double eff;
+  double us_per_kb;
+  bool two_wg;
 };
-constexpr Shape kFp8Shapes[] = {{2, 192, 1.0}, {2, 128, 0.95}, {2, 64, 0.8}, {1, 128, 0.6}};
-constexpr Shape kBf16Shapes[] = {{2, 128, 1.0}, {2, 64, 0.85}, {1, 128, 0.6}};
+constexpr Shape kFp8Shapes[] = {{2, 192, 0.99, false}, {2, 128, 0.73, true}, {2, 64, 0.55, true},
+                                {1, 128, 0.475, false}};
+constexpr Shape kBf16Shapes[] = {{2, 128, 1.46, true}, {2, 64, 1.1, true}, {1, 128, 0.95, false}};
 
-// Cost model: waves of persistent work units x the unit's tensor work (K blocks plus ~2 blocks of fixed
-// prologue/epilogue cost, +1 for a split's partial write/read), over the tile's efficiency.
+// FP8GEMM_DEBUG bit 16: leave out the two-consumer tiles with BN <= 128 (diagnosis of wrong results seen
+// with them on large grids).
+constexpr int kSafeTiles = 16;
+
+// Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the shape's block time + a fixed
+// ~1 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at the ~1 TB/s the register epilogue
+// reaches, operands at 3 TB/s); split-K adds its fp32 partials. Picks within 3% keep the earlier candidate.
 template <size_t NS>
-Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t KB, int sms) {
+Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sms, int elem_bytes, bool safe) {
+  const int64_t KB = cdiv(K, 128);
+  const double mem = double(M) * N * 2 / 1.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
   Choice best{shapes[0].nc, shapes[0].bn, 1};
   double best_cost = 1e300;
   for (const Shape &s : shapes) {
+    if (safe && s.two_wg) continue;
     const int64_t tiles = cdiv(M, 64 * s.nc) * cdiv(N, s.bn);
     for (int splits = 1; splits <= 8; ++splits) {
       const int64_t per = cdiv(KB, splits);
       if (splits > 1 && per < 4) break;
       const int64_t waves = cdiv(tiles * splits, sms);
-      const double cost = double(waves) * 64 * s.nc * s.bn / s.eff * double(per + 2 + (splits > 1 ? 1 : 0));
-      if (cost < best_cost * 0.999) best_cost = cost, best = {s.nc, s.bn, splits};
+      double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? 4.0 : 1.0)), mem);
+      if (splits > 1) cost += double(splits) * M * N * 8 / 1.5e6;
+      if (cost < best_cost * 0.97) best_cost = cost, best = {s.nc, s.bn, splits};
     }
   }
   return best;
@@ -218,7 +230,12 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const Operand A = prepare(a, mode, stream), B = prepare(b, mode, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
 
-  Choice ch = strict ? choose(kBf16Shapes, M, N, KB, sms) : choose(kFp8Shapes, M, N, KB, sms);
+  const int debug = [] {
+    const char *env = std::getenv("FP8GEMM_DEBUG");
+    return env != nullptr ? std::atoi(env) : 0;
+  }();
+  const bool safe = (debug & kSafeTiles) != 0;
+  Choice ch = strict ? choose(kBf16Shapes, M, N, K, sms, 2, safe) : choose(kFp8Shapes, M, N, K, sms, 1, safe);
   config_override(ch);
   const int BM = 64 * ch.nc;
   const auto dtype = strict ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -234,7 +251,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.num_m = cdiv(M, BM), p.num_n = cdiv(N, ch.bn);
   p.splits = std::min<int64_t>(ch.splits, KB);
   p.group_m = 8;
-  if (const char *dbg = std::getenv("FP8GEMM_DEBUG")) p.debug = std::atoi(dbg);
+  p.debug = debug;
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;

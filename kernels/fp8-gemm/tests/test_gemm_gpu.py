@@ -47,6 +47,20 @@ def test_every_fast_configuration(fp8_gemm_cuda, env, config, m, n, k):
     check(fp8_gemm_cuda, m, n, k, False, "fast", seed=k)
 
 
+@pytest.mark.parametrize("config", FAST_CONFIGS)
+def test_many_units_per_cta(fp8_gemm_cuda, env, config):
+    # 20+ work units per persistent CTA: the ring and the barriers carry across tiles
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, 4096, 7168, 256, False, "fast", seed=7)
+    check(fp8_gemm_cuda, 4096, 4096, 2048, True, "fast", seed=8)
+
+
+@pytest.mark.parametrize("config", STRICT_CONFIGS)
+def test_many_units_per_cta_strict(fp8_gemm_cuda, env, config):
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, 2048, 4096, 1024, True, "strict", seed=9)
+
+
 @pytest.mark.parametrize("config", STRICT_CONFIGS)
 @pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304)])
 def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k):
