@@ -365,3 +365,42 @@ fn example_projects_of_this_repo_check() {
         kernels.display()
     );
 }
+
+/// The python of the repo's virtual environment (scripts/setup.sh creates it; KFORGE_VENV overrides).
+fn venv_python() -> PathBuf {
+    let venv = std::env::var_os("KFORGE_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv"));
+    venv.join("bin/python")
+}
+
+#[test]
+fn init_project_builds_and_passes_its_own_test() {
+    let python = venv_python();
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh (or set KFORGE_VENV)",
+        python.display()
+    );
+    let (_s, dir) = new_project("e2e", "cpu,cuda");
+    let o = kforge(&["build", "--backend", "cpu"], &dir);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "kforge build failed:\n{out}{err}");
+    assert!(
+        dir.join("build/torch211-cxx11-cpu-x86_64-linux/metadata.json")
+            .is_file(),
+        "{out}{err}"
+    );
+    let o = Command::new(&python)
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success(),
+        "the generated tests failed:\n{out}{err}"
+    );
+    // 3 dtypes + non-contiguous + NaN + empty + bad out, on the CPU (no GPU in CI).
+    assert!(out.contains("7 passed"), "{out}");
+}
