@@ -84,8 +84,22 @@ impl Toolchain {
 
 /// Fetch (once) and assemble the toolchain of a build set.
 pub fn prepare(cache: &Cache, set: &BuildSet) -> Result<Toolchain, ToolchainError> {
-    let gxx = detect_gxx()?;
-    let python = detect_python()?;
+    // Asked once per process: a pyenv shim alone takes ~0.4 s per start.
+    static HOST: std::sync::OnceLock<Result<(Gxx, PythonHeaders), String>> =
+        std::sync::OnceLock::new();
+    let (gxx, python) = match HOST.get_or_init(|| {
+        let gxx = detect_gxx().map_err(|e| e.to_string())?;
+        let python = detect_python().map_err(|e| e.to_string())?;
+        Ok((gxx, python))
+    }) {
+        Ok(host) => host.clone(),
+        Err(_) => {
+            // Report the original, typed error.
+            detect_gxx()?;
+            detect_python()?;
+            return Err(ToolchainError::Data("host detection failed".into()));
+        }
+    };
     let mut pins = Vec::new();
     for name in &set.packages {
         pins.push(locked_package(name)?);
