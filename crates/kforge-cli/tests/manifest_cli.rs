@@ -404,3 +404,60 @@ fn init_project_builds_and_passes_its_own_test() {
     // 3 dtypes + non-contiguous + NaN + empty + bad out, on the CPU (no GPU in CI).
     assert!(out.contains("7 passed"), "{out}");
 }
+
+#[test]
+fn snapshots_of_variants_and_a_diagnostic() {
+    let (_s, dir) = new_project("snap", "cpu,rocm");
+    let o = kforge(&["variants", "--all"], &dir);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let expected = [
+        "torch212-cxx11-cpu-x86_64-linux  (cpu arch)",
+        "  mykernel_cpu",
+        "torch212-cxx11-cpu-aarch64-linux  (cpu arch)",
+        "  mykernel_cpu",
+        "torch212-cpu-aarch64-darwin  (cpu arch)",
+        "  mykernel_cpu",
+        "torch213-cxx11-cpu-x86_64-linux  (cpu arch)",
+        "  mykernel_cpu",
+        "torch213-cxx11-cpu-aarch64-linux  (cpu arch)",
+        "  mykernel_cpu",
+        "torch213-cpu-aarch64-darwin  (cpu arch)",
+        "  mykernel_cpu",
+        "torch212-cxx11-rocm71-x86_64-linux  (rocm arch)  archs: gfx90a;gfx942",
+        "  mykernel_rocm: gfx90a, gfx942",
+        "torch212-cxx11-rocm72-x86_64-linux  (rocm arch)  archs: gfx90a;gfx942",
+        "  mykernel_rocm: gfx90a, gfx942",
+        "torch213-cxx11-rocm71-x86_64-linux  (rocm arch)  archs: gfx90a;gfx942",
+        "  mykernel_rocm: gfx90a, gfx942",
+        "torch213-cxx11-rocm72-x86_64-linux  (rocm arch)  archs: gfx90a;gfx942",
+        "  mykernel_rocm: gfx90a, gfx942",
+        "",
+    ]
+    .join("\n");
+    assert_eq!(out, expected);
+
+    let path = dir.join("build.toml");
+    let orig = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, orig.replace("version = 1", "verison = 1")).unwrap();
+    let o = kforge(&["check"], &dir);
+    assert_eq!(o.status.code(), Some(1));
+    let expected = [
+        "manifest::unknown-key",
+        "",
+        "  × unknown key `verison` in [general]",
+        "   ╭─[./build.toml:5:1]",
+        " 4 │ name = \"mykernel\"",
+        " 5 │ verison = 1",
+        "   · ───┬───",
+        "   ·    ╰── unknown key",
+        " 6 │ edition = 5",
+        "   ╰────",
+        "  help: did you mean `version`?",
+        "",
+        "error: ./build.toml has 1 problem (see above)",
+        "",
+    ]
+    .join("\n");
+    assert_eq!(text(&o).1, expected);
+}
