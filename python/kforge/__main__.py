@@ -1,8 +1,7 @@
 """`python -m kforge lock|download PROJECT`: the Python half of `kforge lock` / `kforge download`.
 
 The `kforge` binary runs this because choosing a variant needs the host's torch (backend, CUDA version, C++
-ABI;
-reference §3.2) and the lock hashes must be computed by the same code that checks them on load."""
+ABI; reference §3.2) and the lock hashes must be computed by the same code that checks them on load."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Hub side of loading: version/revision -> commit, variant listing, trust, download, and the per-commit
-state that
-lets a cached commit-pinned load make zero requests (reference §3.7, §4; gaps §7.2, §7.3-2, §7.3-9)."""
+"""Hub side of loading: version/revision -> commit, variant listing, trust, download, and the per-commit state
+that lets a cached commit-pinned load make zero requests (reference §3.7, §4; gaps §7.2, §7.3-2, §7.3-9)."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ def _atomic_write(path: Path, text: str) -> None:
 @dataclass
 class CommitState:
     """What kforge learnt about one immutable commit: every variant it offers, the publisher-trust decision,
-    and
-    the stamp of each variant verified against its digest. Stored under <cache>/.kforge/ beside the HF
+    and the stamp of each variant verified against its digest. Stored under <cache>/.kforge/ beside the HF
     cache."""
 
     repo_id: str

@@ -242,9 +242,8 @@ def replace_kernel_forward_from_hub(cls, layer_name: str, condition=None) -> Non
 
 
 def use_kernel_forward_from_hub(layer_name: str, condition=None):
-    """Class decorator: the class's forward may be replaced by `kernelize`. On a function: returns an
-    instance of
-    a generated nn.Module whose forward calls the function, kernelizable the same way."""
+    """Class decorator: the class's forward may be replaced by `kernelize`. On a function: returns an instance
+    of a generated nn.Module whose forward calls the function, kernelizable the same way."""
 
     def decorate(obj):
         if isinstance(obj, type):
@@ -269,8 +268,7 @@ def use_kernel_forward_from_hub(layer_name: str, condition=None):
 
 def use_kernelized_func(*fns):
     """Class decorator: each instance keeps the function-modules (from use_kernel_forward_from_hub on
-    functions)
-    in `self.__dict__["_kernel_funcs"]`, outside the module tree but visible to `kernelize`."""
+    functions) in `self.__dict__["_kernel_funcs"]`, outside the module tree but visible to `kernelize`."""
 
     def decorate(cls):
         original_init = cls.__init__

@@ -548,8 +548,8 @@ def get_locked_kernel(
 
 
 def load_kernel(repo_id: str, *, lockfile: Path | None, backend=None) -> ModuleType:
-    """Load the locked commit from the cache only (never downloads); the variant must match its lock hash.
-    The project's lock file is the trust decision here: it pins a commit the project chose."""
+    """Load the locked commit from the cache only (never downloads); the variant must match its lock hash. The
+    project's lock file is the trust decision here: it pins a commit the project chose."""
     return _load_locked(
         repo_id,
         lockfile,

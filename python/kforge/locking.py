@@ -7,11 +7,9 @@ unknown fields denied, so `--format kernels` writes the bare 0.17 form for proje
 
 Hash types:
 - `metadata_sha256`: sha256 of the variant's metadata.json. Its `digest` lists the hash of every other file
-  and is
-  verified on every load, so pinning metadata.json pins every byte of the variant.
+  and is verified on every load, so pinning metadata.json pins every byte of the variant.
 - `git_lfs_concat` (kernels <=0.16, for variants without a digest): sha256 over the sorted (path relative to
-  the
-  variant, raw file hash) pairs, the file hash being the LFS sha256 for LFS files and the git blob SHA-1
+  the variant, raw file hash) pairs, the file hash being the LFS sha256 for LFS files and the git blob SHA-1
   otherwise.
 """
 

@@ -98,8 +98,7 @@ print(json.dumps({{"name": m.__name__, "ok": torch.equal(m.relu(x), torch.relu(x
 
 def test_cold_warm_pinned_version_and_offline_loads(hub):
     """Cold load downloads and runs; a cached commit-pinned load makes zero requests; version=N makes one
-    (refs);
-    version=N works offline after one online load."""
+    (refs); version=N works offline after one online load."""
     cold = _run(hub, LOAD.format(pin="version=1"))
     assert cold["ok"] and cold["name"] == hub.ns
     assert f"/snapshots/{hub.commit}/build/{native_variant_name()}/__init__.py" in cold["file"]

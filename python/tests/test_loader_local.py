@@ -215,8 +215,7 @@ def test_python_depends_allowlist_and_minver(tmp_path):
 
 def test_local_kernels_override_and_kernel_dependencies(tmp_path, monkeypatch):
     """get_kernel honours LOCAL_KERNELS (no hub at all); a kernel's kernel-depends are loaded first and
-    reachable
-    through get_kernel_dep while its __init__ runs."""
+    reachable through get_kernel_dep while its __init__ runs."""
     act, dep = _ns(), _ns()
     make_variant(
         tmp_path / "act" / "build" / "torch-cpu",

@@ -46,9 +46,8 @@ def test_selection_vectors(case):
     assert len(trace) == len({n for n in case["offered"] if n != "not-a-variant"})
 
 
-# Builder-invalid names that a loader must still parse (reference §3.3: tagless Linux variants are accepted
-# and
-# sorted first; an ABI tag on a non-Linux OS parses, then is rejected by the compatibility check).
+# Builder-invalid names that a loader must still parse (reference §3.3: tagless Linux variants are
+# accepted and sorted first; an ABI tag on a non-Linux OS parses, then the compatibility check rejects it).
 LOADER_ACCEPTS = {"torch211-cu130-x86_64-linux", "torch212-cxx11-metal-aarch64-darwin"}
 
 
