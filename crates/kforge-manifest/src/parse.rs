@@ -290,7 +290,7 @@ impl<'a> Parser<'a> {
                 Some("run `kforge update-build` to rewrite it as edition 5".into()),
             );
         }
-        self.check_keys(root, "the top level", None, ROOT_KEYS);
+        self.check_keys(root, "the top level", ROOT_KEYS);
         let general = self.general(general_tbl, general_item.span());
         let framework = self.framework(root);
         self.package.1 = match (&framework, root.contains_key("tvm-ffi")) {
@@ -362,13 +362,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Report unknown keys (with a did-you-mean) and keys newer than the file's edition.
-    fn check_keys(
-        &mut self,
-        table: &dyn TableLike,
-        where_: &str,
-        _span: Option<Range<usize>>,
-        allowed: &[(&str, u8)],
-    ) {
+    fn check_keys(&mut self, table: &dyn TableLike, where_: &str, allowed: &[(&str, u8)]) {
         for (name, _) in table.iter() {
             let span = table.key(name).and_then(|k| k.span());
             match allowed.iter().find(|(k, _)| *k == name) {
@@ -587,7 +581,7 @@ impl<'a> Parser<'a> {
     }
 
     fn general(&mut self, t: &dyn TableLike, span: Option<Range<usize>>) -> Option<General> {
-        self.check_keys(t, "[general]", span.clone(), GENERAL_KEYS);
+        self.check_keys(t, "[general]", GENERAL_KEYS);
         let mut ok = true;
         let mut g = General::default();
         match self.string(t, "name", "general.name") {
@@ -719,7 +713,7 @@ impl<'a> Parser<'a> {
             self.python_depends(t, "general.python-depends", &GENERAL_PYTHON_DEPENDS, None);
         g.kernel_depends = self.kernel_depends(t, "general.kernel-depends");
         if let Some((h, _)) = self.subtable(t, "hub", "general.hub") {
-            self.check_keys(h, "[general.hub]", None, HUB_KEYS);
+            self.check_keys(h, "[general.hub]", HUB_KEYS);
             g.hub = Some(Hub {
                 repo_id: self
                     .string(h, "repo-id", "general.hub.repo-id")
@@ -730,7 +724,7 @@ impl<'a> Parser<'a> {
             });
         }
         if let Some((c, _)) = self.subtable(t, "cuda", "general.cuda") {
-            self.check_keys(c, "[general.cuda]", None, CUDA_GENERAL_KEYS);
+            self.check_keys(c, "[general.cuda]", CUDA_GENERAL_KEYS);
             let minver = self.version(c, "minver", "general.cuda.minver");
             let maxver = self.version(c, "maxver", "general.cuda.maxver");
             self.check_bounds(c, "general.cuda", minver.as_ref(), maxver.as_ref());
@@ -751,7 +745,7 @@ impl<'a> Parser<'a> {
                 } else {
                     BACKEND_DEPENDS_KEYS
                 };
-                self.check_keys(sub, &format!("[general.{key}]"), None, keys);
+                self.check_keys(sub, &format!("[general.{key}]"), keys);
                 let deps = self.backend_depends(sub, backend);
                 match backend {
                     Backend::Xpu => g.xpu = Some(deps),
@@ -894,7 +888,7 @@ impl<'a> Parser<'a> {
         let mut out = Vec::new();
         for (i, (dt, span)) in tables.into_iter().enumerate() {
             let where_ = format!("`{path}[{i}]`");
-            self.check_keys(dt, &where_, None, KERNEL_DEPEND_KEYS);
+            self.check_keys(dt, &where_, KERNEL_DEPEND_KEYS);
             let repo_id = self.string(dt, "repo-id", &format!("{path}[{i}].repo-id"));
             let version = self.uint(dt, "version", &format!("{path}[{i}].version"));
             let revision = self
@@ -992,12 +986,12 @@ impl<'a> Parser<'a> {
         let (t, span) = self.subtable(root, which, which)?;
         match which {
             "torch" => {
-                self.check_keys(t, "[torch]", span.clone(), TORCH_KEYS);
+                self.check_keys(t, "[torch]", TORCH_KEYS);
                 let ext = self.torch_ext(t, "torch", span)?;
                 Some(Framework::Torch(ext))
             }
             "tvm-ffi" => {
-                self.check_keys(t, "[tvm-ffi]", span.clone(), TVM_FFI_KEYS);
+                self.check_keys(t, "[tvm-ffi]", TVM_FFI_KEYS);
                 if !t.contains_key("src") {
                     self.missing_key(
                         t,
@@ -1011,7 +1005,7 @@ impl<'a> Parser<'a> {
                 Some(Framework::TvmFfi(ext))
             }
             _ => {
-                self.check_keys(t, "[torch-noarch]", span, NOARCH_KEYS);
+                self.check_keys(t, "[torch-noarch]", NOARCH_KEYS);
                 let mut n = TorchNoarch::default();
                 if t.contains_key("pyext") {
                     n.pyext = self.plain_strings(t, "pyext", "torch-noarch.pyext");

@@ -665,3 +665,91 @@ fn problems_render_as_miette_snippets() {
     assert!(out.contains("unknown key"), "{out}");
     assert!(out.contains("did you mean `license`?"), "{out}");
 }
+
+#[test]
+fn more_rules_with_exact_messages() {
+    let tpu = edit(
+        "backends = [\"cpu\", \"cuda\"]\n",
+        "backends = [\"cpu\", \"cuda\"]\n\n[general.tpu]\npython-depends = [\"jax\"]\n",
+    );
+    assert_eq!(
+        errors_of(&tpu),
+        vec![
+            "P/build.toml:9:19: error: unknown Python dependency `jax` in `general.tpu.python-depends` for backend tpu (help: no Python dependencies are defined for backend tpu; remove the entry)"
+        ]
+    );
+    let v4_table = BASE.replace("edition = 5\n", "").replace(
+        "[kernel.relu_cpu]",
+        "[torch.stable-abi]\ncpu = \"2.11\"\n\n[kernel.relu_cpu]",
+    );
+    assert_eq!(
+        errors_of(&v4_table),
+        vec![
+            "P/build.toml:10:1: error: a per-backend [torch.stable-abi] table needs edition 5 (help: add `edition = 5` to [general] (`kforge update-build` migrates an older build.toml))"
+        ]
+    );
+    assert_eq!(
+        errors_of(&edit(
+            "edition = 5\n",
+            "edition = 5\nkernel-depends = [{ repo-id = \"noslash\", version = 1 }]\n"
+        )),
+        vec![
+            "P/build.toml:5:31: error: `general.kernel-depends[0].repo-id` = \"noslash\" is not a Hub repo id (help: write it as \"org/name\")"
+        ]
+    );
+    assert_eq!(
+        errors_of(&edit("\"relu_cpu/relu.cpp\"", "\"relu_cpu\"")),
+        vec![
+            "P/build.toml:14:8: error: `relu_cpu` is a directory; `src` lists files (help: list the source and header files themselves (directories go in `include`))"
+        ]
+    );
+    assert_eq!(
+        errors_of(&edit(
+            "src = [\"relu_cpu/relu.cpp\"]",
+            "src = [\"relu_cpu/relu.cpp\"]\ninclude = [\"relu_cpu/relu.cpp\"]"
+        )),
+        vec![
+            "P/build.toml:15:12: error: `relu_cpu/relu.cpp` is a file; `include` lists directories (help: list the directory that contains the header)"
+        ]
+    );
+    // Warnings: a backend listed twice, a kernel for an unlisted backend, an unsupported ROCm arch.
+    let warn = edit("[\"cpu\", \"cuda\"]", "[\"cpu\", \"cuda\", \"cpu\"]")
+        + "\n[kernel.relu_rocm]\nbackend = \"rocm\"\ndepends = [\"torch\"]\nrocm-archs = [\"gfx940\", \"gfx942\"]\nsrc = [\"relu_cuda/relu.cu\"]\n";
+    assert_eq!(
+        problems(&warn, &FILES),
+        vec![
+            "P/build.toml:6:28: warning: backend `cpu` is listed twice in `general.backends`",
+            "P/build.toml:23:11: warning: [kernel.relu_rocm] has backend rocm, which is not in `general.backends`: it will not be built (help: add \"rocm\" to `general.backends` or remove [kernel.relu_rocm])",
+            "P/build.toml:25:15: warning: ROCm arch `gfx940` is not supported and is dropped (help: supported archs: `gfx906`, `gfx908`, `gfx90a`, `gfx942`, `gfx950`, `gfx1030`, `gfx1100`, `gfx1101`, `gfx1200`, `gfx1201`)",
+        ]
+    );
+}
+
+#[test]
+fn noarch_rules() {
+    let base = "[general]\nname = \"tri\"\nversion = 1\nedition = 5\nlicense = \"MIT\"\nbackends = [\"cuda\"]\n\n[torch-noarch]\n";
+    let files = ["torch-ext/tri/__init__.py"];
+    assert_eq!(
+        problems(
+            &format!("{base}cuda_capabilities = [\"8.0\"]\ncuda-capabilities = [\"9.0\"]\n"),
+            &files
+        ),
+        vec![
+            "P/build.toml:10:1: error: [torch-noarch] sets both `cuda_capabilities` and `cuda-capabilities` (help: keep one of the two spellings)"
+        ]
+    );
+    assert_eq!(
+        problems(
+            &format!("{base}\n[kernel.k]\nbackend = \"cuda\"\ndepends = []\nsrc = []\n"),
+            &files
+        ),
+        vec![
+            "P/build.toml:10:9: error: [kernel.k] is a compiled component, but the project uses [torch-noarch] (help: use [torch] (an AOT extension) for compiled kernels, or remove the [kernel.*] tables)"
+        ]
+    );
+    // An empty [kernel] table is how HF's noarch examples spell "no kernels".
+    assert_eq!(
+        problems(&format!("{base}\n[kernel]\n"), &files),
+        Vec::<String>::new()
+    );
+}
