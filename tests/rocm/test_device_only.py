@@ -126,7 +126,8 @@ def test_relu_for_gfx942(tmp_path: Path):
     (project / "torch-ext" / "torch_binding.cpp").write_text("\n")
     (project / "torch-ext" / "relu_rocm_check" / "__init__.py").write_text("\n")
     (project / "build.toml").write_text(
-        '[general]\nname = "relu-rocm-check"\nversion = 1\nedition = 5\nbackends = ["rocm"]\n\n'
+        '[general]\nname = "relu-rocm-check"\nversion = 1\nedition = 5\nlicense = "Apache-2.0"\n'
+        'backends = ["rocm"]\n\n'
         '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n\n'
         '[kernel.relu_rocm]\nbackend = "rocm"\ndepends = ["torch"]\nrocm-archs = ["gfx942", "gfx90a"]\n'
         'src = ["relu_rocm/relu.hip"]\n'
