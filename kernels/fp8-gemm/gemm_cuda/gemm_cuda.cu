@@ -15,7 +15,6 @@
 #include "gemm_generic.cuh"
 #include "gemm_prep.cuh"
 #include "gemm_sm90.cuh"
-#include "torch_binding.h"
 
 namespace {
 using fp8gemm::prep::Mode;
