@@ -52,7 +52,7 @@ __device__ inline void load_tile(unsigned char* lds, const unsigned char* __rest
 }  // namespace kf
 
 // Two waves per SIMD (two workgroups per CU): at most 256 VGPRs (arch + AGPR) per lane.
-extern "C" __global__ __launch_bounds__(256) __attribute__((amdgpu_waves_per_eu(2))) void fp8_gemm_blockscaled_gfx942(
+extern "C" __global__ __launch_bounds__(256) KF_WAVES_PER_EU(2) void fp8_gemm_blockscaled_gfx942(
     const unsigned char* __restrict__ a, const unsigned char* __restrict__ b, const float* __restrict__ a_scale,
     const float* __restrict__ b_scale, unsigned short* __restrict__ c, int M, int N, int K, int lda, int ldb,
     int ld_a_scale, int bs_n, int bs_k, int ldc, float alpha) {

@@ -1,6 +1,12 @@
 // Minimal HIP device vocabulary for device-only builds without HIP headers (clang -nogpuinc).
+// KF_HOST_EMULATION: tests/rocm/emu provides the vocabulary to run the kernels on the CPU.
 #pragma once
-#if __has_include(<hip/hip_runtime.h>)
+#if !defined(KF_HOST_EMULATION)
+// At least n waves per SIMD: caps the registers the compiler may use.
+#define KF_WAVES_PER_EU(n) __attribute__((amdgpu_waves_per_eu(n)))
+#endif
+#if defined(KF_HOST_EMULATION)
+#elif __has_include(<hip/hip_runtime.h>)
 #include <hip/hip_runtime.h>
 #define KF_TID_X() threadIdx.x
 #define KF_BID_X() blockIdx.x
