@@ -184,8 +184,13 @@ pub fn compile_outputs(output: &Path, depfile: &Path) -> Vec<String> {
 }
 
 /// The command that links `objects` (in this order) into the extension module.
-pub fn link(tc: &Toolchain, backend: Backend, objects: &[PathBuf]) -> Command {
+/// `openmp`: some source was compiled with `-fopenmp`, so the OpenMP runtime is linked (its soname,
+/// libgomp.so.1, is the one torch already loads).
+pub fn link(tc: &Toolchain, backend: Backend, objects: &[PathBuf], openmp: bool) -> Command {
     let mut args = vec!["-shared".to_string()];
+    if openmp {
+        args.push("-fopenmp".into());
+    }
     args.extend(objects.iter().map(|o| o.display().to_string()));
     args.extend([
         // Only libraries actually used end up in DT_NEEDED; local symbols (file names of nvcc's

@@ -284,7 +284,13 @@ impl Runner<'_> {
     fn link(&self, variant: usize, objects: &[PathBuf]) -> Result<Done, BuildError> {
         let v = &self.plan.variants[variant];
         let tc = &self.toolchains[&variant];
-        let command = commands::link(tc, v.backend, objects);
+        let openmp = match &v.kind {
+            VariantKind::Arch { units, .. } => units
+                .iter()
+                .any(|u| u.flags.iter().any(|f| f == "-fopenmp")),
+            VariantKind::Noarch => false,
+        };
+        let command = commands::link(tc, v.backend, objects, openmp);
         let mut parts = vec![
             ("version", ACTION_VERSION.to_string()),
             ("toolchain", tc.id.clone()),
