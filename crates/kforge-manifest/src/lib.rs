@@ -22,7 +22,7 @@ pub use model::{
 pub use parse::{did_you_mean, valid_git_url, valid_kernel_project_name};
 pub use project::{Project, load_project, parse_manifest, project_id};
 pub use variant::{
-    ArchError, Compute, Variant, VariantParseError, cuda_archs, ops_name, rocm_archs,
+    ArchError, Compute, Variant, VariantParseError, cuda_archs, ops_name, rocm_archs, variant_cpu,
 };
 pub use version::{Version, VersionError};
 

@@ -257,6 +257,29 @@ impl FromStr for Variant {
     }
 }
 
+impl Variant {
+    /// The backend this variant is for (`None` for the legacy universal variant).
+    pub fn backend(&self) -> Option<Backend> {
+        match self {
+            Variant::Torch { compute, .. }
+            | Variant::StableAbi { compute, .. }
+            | Variant::TvmFfi { compute, .. } => Some(crate::plan::compute_backend(compute)),
+            Variant::Noarch { backend } => Some(*backend),
+            Variant::Universal => None,
+        }
+    }
+}
+
+/// The cpu part of a variant name for a machine architecture as the OS reports it
+/// (`x86_64`/`amd64`/`AMD64` → `x86_64`, `aarch64`/`arm64`/`ARM64` → `aarch64`); other archs have no variants.
+pub fn variant_cpu(machine: &str) -> Option<&'static str> {
+    match machine {
+        "x86_64" | "amd64" | "AMD64" => Some("x86_64"),
+        "aarch64" | "arm64" | "ARM64" => Some("aarch64"),
+        _ => None,
+    }
+}
+
 /// The ops namespace / metadata id: `_<python_name>_<backend>_<id>`.
 pub fn ops_name(python_name: &str, backend: Backend, id: &str) -> String {
     format!("_{python_name}_{}_{id}", backend.as_str())
@@ -455,6 +478,22 @@ mod tests {
         ] {
             assert!(bad.parse::<Variant>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn variant_backend_and_host_cpu() {
+        let b = |n: &str| n.parse::<Variant>().unwrap().backend();
+        assert_eq!(b("torch211-cxx11-cu130-x86_64-linux"), Some(Backend::Cuda));
+        assert_eq!(b("torch212-metal-aarch64-darwin"), Some(Backend::Metal));
+        assert_eq!(
+            b("torch-stable-abi211-rocm71-x86_64-linux"),
+            Some(Backend::Rocm)
+        );
+        assert_eq!(b("torch-npu"), Some(Backend::Cann));
+        assert_eq!(b("torch-universal"), None);
+        assert_eq!(variant_cpu("AMD64"), Some("x86_64"));
+        assert_eq!(variant_cpu("arm64"), Some("aarch64"));
+        assert_eq!(variant_cpu("riscv64"), None);
     }
 
     #[test]
