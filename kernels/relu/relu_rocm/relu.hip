@@ -4,15 +4,21 @@
 //
 // Device code compiles with Debian's clang-19 (`kforge build --backend rocm --device-only`) and with hipcc;
 // the host part needs a ROCm torch. Compiled and disassembled here, never run: no AMD GPU was reachable.
-#if __has_include(<hip/hip_runtime.h>)
+#if defined(KF_HOST_EMULATION)  // tests/rocm/emu runs the kernels on the CPU
+#define RELU_TID() ((long)emu::bid_x * 256 + emu::tid)
+#define RELU_THREADS() ((long)emu::grid_x * 256)
+#define RELU_WG256
+#elif __has_include(<hip/hip_runtime.h>)
 #include <hip/hip_runtime.h>
 #define RELU_TID() (blockIdx.x * (long)blockDim.x + threadIdx.x)
 #define RELU_THREADS() ((long)gridDim.x * blockDim.x)
+#define RELU_WG256 __attribute__((amdgpu_flat_work_group_size(1, 256)))
 #else
 #define __global__ __attribute__((global))
 #define __device__ __attribute__((device))
 #define RELU_TID() ((long)__builtin_amdgcn_workgroup_id_x() * 256 + __builtin_amdgcn_workitem_id_x())
 #define RELU_THREADS() ((long)__builtin_amdgcn_grid_size_x())
+#define RELU_WG256 __attribute__((amdgpu_flat_work_group_size(1, 256)))
 #endif
 
 namespace relu_rocm {
@@ -43,22 +49,22 @@ __device__ inline void relu_n(T* __restrict__ out, const T* __restrict__ in, lon
 
 }  // namespace relu_rocm
 
-extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void relu_f32(
+extern "C" __global__ RELU_WG256 void relu_f32(
     unsigned int* __restrict__ out, const unsigned int* __restrict__ in, long n) {
   relu_rocm::relu_n<unsigned int, 0x80000000u, 0x7f800000u>(out, in, n);
 }
 
-extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void relu_f64(
+extern "C" __global__ RELU_WG256 void relu_f64(
     unsigned long* __restrict__ out, const unsigned long* __restrict__ in, long n) {
   relu_rocm::relu_n<unsigned long, 0x8000000000000000ul, 0x7ff0000000000000ul>(out, in, n);
 }
 
-extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void relu_f16(
+extern "C" __global__ RELU_WG256 void relu_f16(
     unsigned short* __restrict__ out, const unsigned short* __restrict__ in, long n) {
   relu_rocm::relu_n<unsigned short, 0x8000, 0x7c00>(out, in, n);
 }
 
-extern "C" __global__ __attribute__((amdgpu_flat_work_group_size(1, 256))) void relu_bf16(
+extern "C" __global__ RELU_WG256 void relu_bf16(
     unsigned short* __restrict__ out, const unsigned short* __restrict__ in, long n) {
   relu_rocm::relu_n<unsigned short, 0x8000, 0x7f80>(out, in, n);
 }

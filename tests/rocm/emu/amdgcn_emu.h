@@ -25,7 +25,7 @@ constexpr int WAVE = 64;
 typedef float f32x16 __attribute__((ext_vector_type(16)));
 
 inline thread_local int tid = 0;
-inline int bid_x = 0, bid_y = 0;
+inline int bid_x = 0, bid_y = 0, grid_x = 1;
 inline std::barrier<>* block_barrier = nullptr;
 inline std::vector<std::barrier<>*> wave_barriers;
 inline std::vector<long> xa, xb;  // one 8-byte operand per lane, for the MFMA exchange
@@ -60,7 +60,7 @@ inline f32x16 mfma_32x32x16_fp8(long a, long b, f32x16 c) {
 }
 
 // Run `kernel` over a grid of workgroups of `threads` work-items (a multiple of 64), one workgroup at a time.
-inline void launch(int grid_x, int grid_y, int threads, const std::function<void()>& kernel) {
+inline void launch(int grid_x_, int grid_y, int threads, const std::function<void()>& kernel) {
   std::barrier<> block(threads);
   std::vector<std::barrier<>*> waves;
   for (int w = 0; w < threads / WAVE; ++w) waves.push_back(new std::barrier<>(WAVE));
@@ -68,8 +68,9 @@ inline void launch(int grid_x, int grid_y, int threads, const std::function<void
   wave_barriers = waves;
   xa.assign(threads, 0);
   xb.assign(threads, 0);
+  grid_x = grid_x_;
   for (int y = 0; y < grid_y; ++y)
-    for (int x = 0; x < grid_x; ++x) {
+    for (int x = 0; x < grid_x_; ++x) {
       bid_x = x;
       bid_y = y;
       std::vector<std::thread> items;
