@@ -76,19 +76,30 @@ class CommitState:
     def load(cls, repo_id: str, commit: str) -> CommitState:
         try:
             data = json.loads(cls.path(repo_id, commit).read_text())
-            return cls(
-                repo_id, commit, list(data["variants"]), data.get("trusted_publisher"), data["verified"]
+            variants, trusted, verified = (
+                list(data["variants"]),
+                data.get("trusted_publisher"),
+                data["verified"],
             )
         except (OSError, ValueError, KeyError, TypeError):
             return cls(repo_id, commit)  # absent or unreadable: start over from the hub
+        state = cls(repo_id, commit, variants, trusted, verified)
+        state._saved = state._json()
+        return state
 
-    def save(self) -> None:
+    def _json(self) -> str:
         data = {
             "variants": self.variants,
             "trusted_publisher": self.trusted_publisher,
             "verified": self.verified,
         }
-        _atomic_write(self.path(self.repo_id, self.commit), json.dumps(data))
+        return json.dumps(data)
+
+    def save_if_changed(self) -> None:
+        text = self._json()
+        if text != getattr(self, "_saved", None):  # a warm load writes nothing
+            _atomic_write(self.path(self.repo_id, self.commit), text)
+            self._saved = text
 
 
 class Hub:

@@ -265,6 +265,7 @@ class Resolved:
     commit: str
     variant_dir: Path
     state: CommitState
+    meta: Metadata | None = None  # read when the variant was downloaded / verified
 
 
 def resolve_variant(
@@ -327,12 +328,13 @@ def resolve_variant(
                 )
         else:
             variant_dir = hub.download_variant(repo_id, commit, name)
+    meta = None
     if download:
         meta = Metadata.read_from_file(variant_dir / "metadata.json")
         verified = verify_digest(variant_dir, meta, known_stamp=state.verified.get(name))
         state.verified[name] = verified or []
-    state.save()
-    return Resolved(repo_id, commit, variant_dir, state)
+    state.save_if_changed()
+    return Resolved(repo_id, commit, variant_dir, state, meta)
 
 
 def install_kernel(
@@ -374,7 +376,7 @@ def install_kernel(
 
 
 def _load_resolved(r: Resolved, *, backend, user_agent, trust_remote_code, check, chain=()) -> ModuleType:
-    meta = Metadata.read_from_file(r.variant_dir / "metadata.json")
+    meta = r.meta or Metadata.read_from_file(r.variant_dir / "metadata.json")
     validate_metadata(meta, r.variant_dir)
     if check:
         check_arch(meta, r.variant_dir)

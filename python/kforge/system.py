@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import platform
 import sys
 import sysconfig
@@ -33,6 +34,7 @@ def _torch_compute(torch) -> Compute:
     return Compute("cpu")
 
 
+@functools.cache
 def detect_system(backend: str | None = None) -> System:
     """The running host; `backend="cpu"` selects CPU builds on an accelerator host."""
     import torch  # lazy: the loader must import without paying for torch until it resolves a variant
