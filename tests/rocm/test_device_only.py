@@ -110,6 +110,14 @@ def test_fp8_gemm_mfma_kernel_for_gfx942(tmp_path: Path):
     # 128-K block / 16 K per MFMA = 8 steps, times 2x2 MFMA tiles per wave, fully unrolled.
     assert mfma == ["v_mfma_f32_32x32x16_fp8_fp8"] * 32
 
+    # Software pipelining: the next K tile's 8 global loads are issued before this tile's 32 MFMAs, and
+    # nothing waits on them (vmcnt) until all 32 have been issued.
+    listing = run(["llvm-objdump-19", "-d", "--mcpu=gfx942", str(code_object)]).splitlines()
+    mfma_at = [i for i, line in enumerate(listing) if "v_mfma_f32_32x32x16_fp8_fp8" in line]
+    loads_before = [i for i, line in enumerate(listing[: mfma_at[0]]) if "global_load_dwordx4" in line]
+    assert len(loads_before) >= 16, "expected the prologue's and the prefetch's tile loads before the MFMAs"
+    assert not any("vmcnt" in line for line in listing[loads_before[-1] : mfma_at[31]])
+
     # kforge's own report says the same and never claims a run.
     assert "compiled and disassembled only, never executed" in output
     assert "v_mfma_f32_32x32x16_fp8_fp8 x32" in output

@@ -36,16 +36,29 @@ __device__ inline unsigned short to_bf16(float x) {
 // Byte offset of (row, 16-byte chunk) in a swizzled 128x128 LDS tile.
 __device__ inline int swz(int row, int chunk) { return row * BK + ((chunk ^ (row & 7)) << 4); }
 
-// Copy a 128x128 byte tile (rows row0.., K cols k0..) into LDS with 16-byte loads; rows past `rows` read as 0.
-__device__ inline void load_tile(unsigned char* lds, const unsigned char* __restrict__ g, int ld, int row0, int rows,
-                                 int k0, int tid) {
+constexpr int VECS = (BM * BK) / (16 * THREADS);  // 16-byte vectors per thread per 128x128 tile
+
+// One thread's share of a 128x128 byte tile, held in registers between the global load and the LDS store.
+struct TileRegs {
+  u32x4 v[VECS];
+};
+
+// Load a 128x128 byte tile (rows row0.., K cols k0..) with 16-byte loads; rows past `rows` read as 0.
+__device__ inline void fetch_tile(TileRegs& t, const unsigned char* __restrict__ g, int ld, int row0, int rows,
+                                  int k0, int tid) {
 #pragma unroll
-  for (int i = 0; i < (BM * BK) / (16 * THREADS); ++i) {
+  for (int i = 0; i < VECS; ++i) {
     int idx = tid + i * THREADS;  // 0..1023: 8 chunks per row
     int r = idx >> 3, ch = idx & 7;
-    u32x4 v = {0u, 0u, 0u, 0u};
-    if (row0 + r < rows) v = *(const u32x4*)(g + (long)(row0 + r) * ld + k0 + ch * 16);
-    *(u32x4*)(lds + swz(r, ch)) = v;
+    t.v[i] = row0 + r < rows ? *(const u32x4*)(g + (long)(row0 + r) * ld + k0 + ch * 16) : (u32x4){0u, 0u, 0u, 0u};
+  }
+}
+
+__device__ inline void store_tile(unsigned char* lds, const TileRegs& t, int tid) {
+#pragma unroll
+  for (int i = 0; i < VECS; ++i) {
+    int idx = tid + i * THREADS;
+    *(u32x4*)(lds + swz(idx >> 3, idx & 7)) = t.v[i];
   }
 }
 
@@ -77,12 +90,20 @@ extern "C" __global__ __launch_bounds__(256) KF_WAVES_PER_EU(2) void fp8_gemm_bl
   // Output layout: element r of lane l is row 8*(r/4) + 4*(l/32) + r%4, column l%32.
   const int orow = 4 * (lane / 32);
 
+  // Software pipeline: the next K tile's global loads are in flight while this tile's MFMAs run.
+  TileRegs ra, rb;
+  fetch_tile(ra, a, lda, m0, M, 0, tid);
+  fetch_tile(rb, b, ldb, n0, N, 0, tid);
   for (int k0 = 0; k0 < K; k0 += BK) {
     const int kb = k0 / BK;
-    load_tile(lds_a, a, lda, m0, M, k0, tid);
-    load_tile(lds_b, b, ldb, n0, N, k0, tid);
+    store_tile(lds_a, ra, tid);
+    store_tile(lds_b, rb, tid);
     const float sb = alpha * b_scale[(long)nb * bs_n + (long)kb * bs_k];
     __syncthreads();
+    if (k0 + BK < K) {
+      fetch_tile(ra, a, lda, m0, M, k0 + BK, tid);
+      fetch_tile(rb, b, ldb, n0, N, k0 + BK, tid);
+    }
 
     f32x16 part[2][2];
 #pragma unroll
