@@ -126,26 +126,14 @@ def test_fp8_gemm_mfma_kernel_for_gfx942(tmp_path: Path):
 
 
 def test_relu_for_gfx942(tmp_path: Path):
-    # A minimal rocm-only project around the repository's relu.hip.
-    project = tmp_path / "relu-rocm"
-    (project / "relu_rocm").mkdir(parents=True)
-    shutil.copy(ROOT / "kernels" / "relu" / "relu_rocm" / "relu.hip", project / "relu_rocm" / "relu.hip")
-    (project / "torch-ext" / "relu_rocm_check").mkdir(parents=True)
-    (project / "torch-ext" / "torch_binding.cpp").write_text("\n")
-    (project / "torch-ext" / "relu_rocm_check" / "__init__.py").write_text("\n")
-    (project / "build.toml").write_text(
-        '[general]\nname = "relu-rocm-check"\nversion = 1\nedition = 5\nlicense = "Apache-2.0"\n'
-        'backends = ["rocm"]\n\n'
-        '[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n\n'
-        '[kernel.relu_rocm]\nbackend = "rocm"\ndepends = ["torch"]\nrocm-archs = ["gfx942", "gfx90a"]\n'
-        'src = ["relu_rocm/relu.hip"]\n'
-    )
+    project = copy_project(ROOT / "kernels" / "relu", tmp_path / "relu")
     output, out = device_build(project)
     print(output)
-    for arch_dir in (out, out.parent / "gfx90a"):
-        meta = kernel_metadata(arch_dir / "relu_rocm.co")
-        assert sorted(meta) == ["relu_bf16", "relu_f16", "relu_f32", "relu_f64"]
-        for name, fields in meta.items():
-            assert_within_limits(name, fields)
-            assert fields["max_flat_workgroup_size"] == 256
-        assert not any(mfma_by_kernel(arch_dir / "relu_rocm.co").values())
+    meta = kernel_metadata(out / "relu_rocm.co")
+    assert sorted(meta) == ["relu_bf16", "relu_f16", "relu_f32", "relu_f64"]
+    for name, fields in meta.items():
+        assert_within_limits(name, fields)
+        assert fields["max_flat_workgroup_size"] == 256
+        assert fields["group_segment_fixed_size"] == 0
+    assert not any(mfma_by_kernel(out / "relu_rocm.co").values())
+    assert "relu_rocm gfx942 ->" in output
