@@ -189,6 +189,26 @@ fn bad_arguments_are_named() {
         r.stderr
     );
 
+    // A directory that is neither a project with variants nor a variant: nothing is scanned.
+    let r = kforge(&[os("abi"), dir.path().join("sub").as_os_str()], &[]);
+    assert!(
+        r.stderr.contains("no such file or directory"),
+        "{}",
+        r.stderr
+    );
+    std::fs::create_dir_all(dir.path().join("sub/deeper")).unwrap();
+    cc(
+        &dir.path().join("sub/deeper"),
+        "hidden",
+        "int h(void) { return 0; }\n",
+    );
+    let r = kforge(&[os("abi"), dir.path().join("sub").as_os_str()], &[]);
+    assert!(!r.ok);
+    assert!(r.stderr.contains("no variant found"), "{}", r.stderr);
+    // A variant directory without metadata.json is still checked.
+    let r = kforge(&[os("abi"), dir.path().join("sub/deeper").as_os_str()], &[]);
+    assert!(r.ok && r.stdout.contains("hidden.so"), "{}", r.stdout);
+
     let missing = dir.path().join("nope");
     let r = kforge(&[os("abi"), missing.as_os_str()], &[]);
     assert!(

@@ -1,6 +1,6 @@
 //! `kforge abi`: check built shared objects for manylinux/abi3/torch ABI problems.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use kforge_abi::{
@@ -51,10 +51,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let part = if path.is_file() {
             check_file(path, &policy)?
         } else if path.is_dir() {
-            if variant_dirs(path)?.is_empty() {
+            if !variant_dirs(path)?.is_empty() {
+                check_project(path, &options)?
+            } else if has_shared_object(path) {
+                // A variant directory without metadata.json.
                 check_variant_dir(path, &options)?
             } else {
-                check_project(path, &options)?
+                anyhow::bail!(
+                    "{}: no variant found (a directory with metadata.json in result/, build/ or the directory \
+                     itself) and no .so in it; pass a project, a build/<variant>/ dir or a .so file",
+                    path.display()
+                );
             }
         } else {
             anyhow::bail!(
@@ -76,4 +83,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(anyhow::Error::new(super::AlreadyReported));
     }
     Ok(())
+}
+
+fn has_shared_object(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "so"))
+    })
 }
