@@ -404,3 +404,63 @@ fn kill_dash_nine_mid_commit_leaves_a_consistent_repo() {
     assert!(ok, "{err}");
     assert_eq!(snapshot(&dest.join("build")), snapshot(&src.join("build")));
 }
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            if e.file_name() != "build" {
+                copy_tree(&e.path(), &target);
+            }
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn push_takes_the_repo_from_build_toml() {
+    let tmp = TempDir::new("toml");
+    let data = tmp.0.join("data");
+    let server = Server::start(&data);
+    let url = server.url();
+    let out = Command::new(KFORGE)
+        .args([
+            "hub",
+            "token",
+            "create",
+            "--user",
+            "alice",
+            "--write",
+            "--org",
+            "kforge-demo",
+            "--data",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let tok = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    // The relu example declares `[general.hub] repo-id = "kforge-demo/relu"`.
+    let relu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels/relu");
+    let proj = tmp.0.join("relu");
+    copy_tree(&relu, &proj);
+    project(&proj, 9);
+    std::fs::create_dir_all(proj.join("build/device/rocm")).unwrap();
+    let env = [("HF_ENDPOINT", url.as_str()), ("HF_TOKEN", tok.as_str())];
+    let (ok, out, err) = kforge(&["push", proj.to_str().unwrap()], &env);
+    assert!(ok, "{err}");
+    assert!(out.contains("kforge-demo/relu@v1"), "{out}");
+    assert!(out.contains("skipped build/device/"), "{out}");
+    let client = HubClient::new(&url, Some(tok));
+    let files = client
+        .list_files(RepoType::Kernel, "kforge-demo/relu", "v1", "build")
+        .unwrap();
+    assert!(
+        files
+            .iter()
+            .all(|(p, _)| p.starts_with(&format!("build/{VARIANT}/"))),
+        "{files:?}"
+    );
+}

@@ -581,6 +581,8 @@ pub struct PushOptions {
     pub repo_type: RepoType,
     /// Major version (branch `v<N>`); read from the variants' `metadata.json` when `None`.
     pub version: Option<u64>,
+    /// Upload to this branch instead of `v<version>` (build.toml's `[general.hub] branch`).
+    pub branch: Option<String>,
     pub private: bool,
 }
 
@@ -592,12 +594,21 @@ pub struct PushReport {
     pub files: usize,
     pub uploaded_objects: usize,
     pub uploaded_bytes: u64,
+    /// Directories under `build/` that are not variants and were not pushed.
+    pub skipped: Vec<String>,
     /// The commit on `main` that updated README.md, if any.
     pub readme_commit: Option<String>,
 }
 
-/// The variant directories under `build/` and their files (skipping `__pycache__` and `*.pyc`).
-pub fn collect_variants(project: &Path) -> Result<BTreeMap<String, Vec<LocalFile>>, ClientError> {
+/// What `build/` holds: variant directories with their files (skipping `__pycache__` and `*.pyc`), and the
+/// directories that are not variants (e.g. `build/device/` from a device-only build), which are not pushed.
+#[derive(Debug, Default)]
+pub struct BuildDir {
+    pub variants: BTreeMap<String, Vec<LocalFile>>,
+    pub skipped: Vec<String>,
+}
+
+pub fn collect_variants(project: &Path) -> Result<BuildDir, ClientError> {
     let build = project.join("build");
     let entries = fs::read_dir(&build).map_err(|e| {
         ClientError::Invalid(format!(
@@ -605,7 +616,7 @@ pub fn collect_variants(project: &Path) -> Result<BTreeMap<String, Vec<LocalFile
             build.display()
         ))
     })?;
-    let mut variants = BTreeMap::new();
+    let mut out = BuildDir::default();
     for entry in entries {
         let entry = entry.map_err(io_err(&build))?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -613,11 +624,8 @@ pub fn collect_variants(project: &Path) -> Result<BTreeMap<String, Vec<LocalFile
             continue;
         }
         if name.parse::<kforge_manifest::Variant>().is_err() && name != "torch-universal" {
-            return Err(ClientError::Invalid(format!(
-                "{}: `{name}` is not a build variant name (e.g. torch211-cxx11-cpu-x86_64-linux); \
-                 remove or rename it",
-                entry.path().display()
-            )));
+            out.skipped.push(name);
+            continue;
         }
         let mut files = Vec::new();
         walk(&entry.path(), &format!("build/{name}"), &mut files)?;
@@ -630,15 +638,21 @@ pub fn collect_variants(project: &Path) -> Result<BTreeMap<String, Vec<LocalFile
                 entry.path().display()
             )));
         }
-        variants.insert(name, files);
+        out.variants.insert(name, files);
     }
-    if variants.is_empty() {
+    out.skipped.sort();
+    if out.variants.is_empty() {
         return Err(ClientError::Invalid(format!(
-            "{}: no build/<variant>/ directories to push; run `kforge build` first",
-            build.display()
+            "{}: no build/<variant>/ directories to push{}; run `kforge build` first",
+            build.display(),
+            if out.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" (not variant names: {})", out.skipped.join(", "))
+            }
         )));
     }
-    Ok(variants)
+    Ok(out)
 }
 
 fn walk(dir: &Path, prefix: &str, out: &mut Vec<LocalFile>) -> Result<(), ClientError> {
@@ -716,12 +730,12 @@ fn git_blob_sha1(bytes: &[u8]) -> String {
 /// other variants on the branch stay. README.md, if present, goes to `main`.
 pub fn push(client: &HubClient, opts: &PushOptions) -> Result<PushReport, ClientError> {
     split_repo_id(&opts.repo_id)?;
-    let variants = collect_variants(&opts.project)?;
-    let version = match opts.version {
-        Some(v) => v,
-        None => metadata_version(&opts.project, &variants)?,
+    let BuildDir { variants, skipped } = collect_variants(&opts.project)?;
+    let branch = match (&opts.branch, opts.version) {
+        (Some(b), _) => b.clone(),
+        (None, Some(v)) => format!("v{v}"),
+        (None, None) => format!("v{}", metadata_version(&opts.project, &variants)?),
     };
-    let branch = format!("v{version}");
     let (ty, repo) = (opts.repo_type, opts.repo_id.as_str());
     client.ensure_repo(ty, repo, opts.private)?;
     let mut branches = client.branches(ty, repo)?;
@@ -777,6 +791,7 @@ pub fn push(client: &HubClient, opts: &PushOptions) -> Result<PushReport, Client
         files: files.len(),
         uploaded_objects,
         uploaded_bytes,
+        skipped,
         readme_commit,
     })
 }
@@ -982,7 +997,7 @@ mod tests {
                 .contains("no metadata.json")
         );
         fs::write(v.join("metadata.json"), r#"{"version": 2}"#).unwrap();
-        let got = collect_variants(dir.path()).unwrap();
+        let got = collect_variants(dir.path()).unwrap().variants;
         let paths: Vec<_> = got
             .values()
             .flatten()
@@ -996,12 +1011,16 @@ mod tests {
             ]
         );
         assert_eq!(metadata_version(dir.path(), &got).unwrap(), 2);
-        fs::create_dir_all(dir.path().join("build/not-a-variant")).unwrap();
+        // Other folders (e.g. device-only outputs) are reported and left out.
+        fs::create_dir_all(dir.path().join("build/device/rocm")).unwrap();
+        let with_device = collect_variants(dir.path()).unwrap();
+        assert_eq!(with_device.skipped, ["device"]);
+        assert_eq!(with_device.variants.len(), 1);
+        fs::remove_dir_all(&v).unwrap();
+        let err = collect_variants(dir.path()).unwrap_err().to_string();
         assert!(
-            collect_variants(dir.path())
-                .unwrap_err()
-                .to_string()
-                .contains("not a build variant name")
+            err.contains("no build/<variant>/") && err.contains("not variant names: device"),
+            "{err}"
         );
     }
 }

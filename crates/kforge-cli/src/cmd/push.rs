@@ -11,12 +11,15 @@ pub struct Args {
     /// Kernel project directory holding build/<variant>/ (default: the current directory).
     #[arg(default_value = ".")]
     pub dir: PathBuf,
-    /// Target repository, ORG/NAME.
+    /// Target repository, ORG/NAME. Default: `[general.hub] repo-id` of DIR/build.toml.
     #[arg(long, alias = "repo-id", value_name = "ORG/NAME")]
-    pub repo: String,
+    pub repo: Option<String>,
     /// Major version: the branch is v<N>. Default: `version` from the variants' metadata.json.
     #[arg(long)]
     pub version: Option<u64>,
+    /// Branch to upload to instead of v<N>. Default: `[general.hub] branch` of DIR/build.toml, if set.
+    #[arg(long, conflicts_with = "version")]
+    pub branch: Option<String>,
     /// Hub URL (e.g. http://127.0.0.1:8790).
     #[arg(long, alias = "hub", env = "HF_ENDPOINT", value_name = "URL")]
     pub endpoint: Option<String>,
@@ -43,28 +46,57 @@ pub fn endpoint(given: Option<String>) -> anyhow::Result<String> {
     )
 }
 
+/// `[general.hub]` of DIR/build.toml, when the project has one.
+fn hub_defaults(dir: &std::path::Path) -> anyhow::Result<kforge_manifest::Hub> {
+    if !dir.join("build.toml").is_file() {
+        return Ok(kforge_manifest::Hub::default());
+    }
+    let project = kforge_manifest::load_project(dir)
+        .map_err(|e| anyhow::anyhow!("{e}"))
+        .with_context(|| {
+            format!(
+                "reading [general.hub] from {}",
+                dir.join("build.toml").display()
+            )
+        })?;
+    Ok(project.manifest.general.hub.unwrap_or_default())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let endpoint = endpoint(args.endpoint)?;
+    let defaults = if args.repo.is_none() || (args.branch.is_none() && args.version.is_none()) {
+        hub_defaults(&args.dir)?
+    } else {
+        kforge_manifest::Hub::default()
+    };
+    let repo = args.repo.or(defaults.repo_id).with_context(|| {
+        format!(
+            "no target repository: pass --repo ORG/NAME or set `repo-id` under [general.hub] in {}",
+            args.dir.join("build.toml").display()
+        )
+    })?;
+    // An explicit --version wins over the project's configured branch.
+    let branch = args.branch.or(if args.version.is_none() {
+        defaults.branch
+    } else {
+        None
+    });
     let client = HubClient::new(&endpoint, args.token);
     let opts = PushOptions {
         project: args.dir.clone(),
-        repo_id: args.repo.clone(),
+        repo_id: repo.clone(),
         repo_type: repo_type(&args.repo_type),
         version: args.version,
+        branch,
         private: args.private,
     };
-    let report = push(&client, &opts).with_context(|| {
-        format!(
-            "pushing {} to {} on {endpoint}",
-            args.dir.display(),
-            args.repo
-        )
-    })?;
+    let report = push(&client, &opts)
+        .with_context(|| format!("pushing {} to {repo} on {endpoint}", args.dir.display()))?;
     println!(
         "pushed {} variant(s), {} files to {}@{} (commit {}): {} object(s) uploaded ({} bytes), the rest already on the hub",
         report.variants.len(),
         report.files,
-        args.repo,
+        repo,
         report.branch,
         report.commit,
         report.uploaded_objects,
@@ -72,6 +104,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     );
     for v in &report.variants {
         println!("  build/{v}");
+    }
+    for s in &report.skipped {
+        println!("  skipped build/{s}/ (not a variant name)");
     }
     if let Some(c) = report.readme_commit {
         println!("README.md updated on main (commit {c})");
