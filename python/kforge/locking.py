@@ -26,7 +26,7 @@ from types import ModuleType
 
 from .errors import LockError
 from .hub import REPO_TYPE, Hub, is_commit
-from .metadata import Metadata, digest_files, verify_digest
+from .metadata import _EXCLUDED_TOP, Metadata, digest_files, verify_digest
 
 KFORGE = "kforge"
 KERNELS = "kernels"
@@ -172,7 +172,7 @@ def local_variant_hash(variant_dir: Path, hash_type: str) -> str:
         return "sha256-" + hashlib.sha256((variant_dir / "metadata.json").read_bytes()).hexdigest()
     if hash_type == "git_lfs_concat":
         pairs = []
-        for rel in [*digest_files(variant_dir), "metadata.json", "metadata.json.sigstore"]:
+        for rel in [*digest_files(variant_dir), *sorted(_EXCLUDED_TOP)]:  # every file in the variant
             p = variant_dir / rel
             if not p.exists():
                 continue

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from .errors import DigestMismatchError, MetadataError
 
-# Files a digest never covers (reference §5.1).
-_EXCLUDED_TOP = {"metadata.json", "metadata.json.sigstore"}
+# Files a digest never covers: metadata.json and the signatures of its bytes (reference §5.1; kforge.signing).
+_EXCLUDED_TOP = {"metadata.json", "metadata.json.sigstore", "metadata.json.kforge-sig"}
 _NAME = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 BACKEND_TYPES = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "tpu", "xpu")
 
