@@ -90,10 +90,10 @@ def copy_project(src: Path, dst: Path) -> Path:
     return dst
 
 
-def test_fp8_gemm_mfma_kernel_for_gfx942(tmp_path: Path):
+def test_fp8_gemm_mfma_kernel_for_gfx942(tmp_path: Path, rocm_report):
     project = copy_project(ROOT / "kernels" / "fp8-gemm", tmp_path / "fp8-gemm")
     output, out = device_build(project)
-    print(output)
+    rocm_report(output)
     code_object = out / "gemm_rocm.co"
     head = code_object.read_bytes()[:20]
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == EM_AMDGPU
@@ -125,10 +125,10 @@ def test_fp8_gemm_mfma_kernel_for_gfx942(tmp_path: Path):
     assert f"LDS {gemm['group_segment_fixed_size']}/65536 B" in output
 
 
-def test_relu_for_gfx942(tmp_path: Path):
+def test_relu_for_gfx942(tmp_path: Path, rocm_report):
     project = copy_project(ROOT / "kernels" / "relu", tmp_path / "relu")
     output, out = device_build(project)
-    print(output)
+    rocm_report(output)
     meta = kernel_metadata(out / "relu_rocm.co")
     assert sorted(meta) == ["relu_bf16", "relu_f16", "relu_f32", "relu_f64"]
     for name, fields in meta.items():
