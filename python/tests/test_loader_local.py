@@ -288,3 +288,56 @@ def test_interop_with_hf_kernels(tmp_path):
         outs[lib] = r.stdout.strip().splitlines()[-1]
     assert outs["kforge"] == outs["kernels"]
     assert outs["kforge"] == f"{ns} [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]"
+
+
+def test_digest_is_computed_exactly_as_genuine_kernels_does(tmp_path):
+    """kforge's digest (what it verifies on load) equals kernels 0.17.2's own Digest.hash_variant."""
+    from kernels._rust import Digest, DigestAlgorithm
+    from kforge.metadata import compute_digest
+
+    d = make_variant(
+        tmp_path / "torch-cpu",
+        {
+            "__init__.py": "X = 1\n",
+            "sub/_ops.py": "Y = 2\n",
+            "__pycache__/a.cpython-311.pyc": "",
+            "stale.pyc": "",
+        },
+        name="relu",
+        id_=_ns(),
+    )
+    (d / "metadata.json.sigstore").write_text("{}")
+    for algorithm in ("sha256", "sha512"):
+        theirs = Digest.hash_variant(getattr(DigestAlgorithm, algorithm.upper()), d)
+        assert dict(theirs.files) == compute_digest(d, algorithm)
+    assert sorted(compute_digest(d)) == ["__init__.py", "sub/_ops.py"]
+
+
+def test_hf_layout_with_package_dir_only(tmp_path):
+    """Pre-flattening HF layout: build/<variant>/<python_name>/__init__.py with relative imports, HF metadata
+    keys (kernels-minver, provenance with the `sha` alias, upstream)."""
+    ns = _ns()
+    files = {
+        "my_relu/__init__.py": "from ._impl import relu\n",
+        "my_relu/_impl.py": "import torch\n\ndef relu(x):\n    return torch.clamp_min(x, 0)\n",
+    }
+    make_variant(
+        tmp_path / "build" / "torch-cpu",
+        files,
+        name="my-relu",
+        id_=ns,
+        **{
+            "kernels-minver": "0.17.0",
+            "upstream": "https://github.com/org/relu",
+            "provenance": {"kernel-builder": {"version": "0.17.0", "sha": "abc", "dirty": False}},
+        },
+    )
+    mod = kforge.get_local_kernel(tmp_path, backend="cpu")
+    assert mod.__name__ == ns and mod.relu(torch.tensor([-1.0, 3.0])).tolist() == [0.0, 3.0]
+    assert sys.modules[ns + "._impl"].__name__ == ns + "._impl"
+    meta = kforge.get_loaded_kernels()[-1].metadata
+    assert (meta.python_name, meta.kernels_minver, meta.upstream) == (
+        "my_relu",
+        "0.17.0",
+        "https://github.com/org/relu",
+    )
