@@ -3,7 +3,8 @@ writes bench/results/reliability.md (with commit, machine and versions).
 
     .venv/bin/python bench/reliability.py                 # full: 10000 execs/target, 1000 flips, 100 kills
     .venv/bin/python bench/reliability.py --quick         # smaller counts, for a smoke run
-    .venv/bin/python bench/reliability.py --skip fuzz     # any of: fuzz tamper hub kill signatures
+    .venv/bin/python bench/reliability.py --skip fuzz     # any of the parts: fuzz tamper injection hub
+                                                          # kill signatures
 
 Every part runs on this machine only (the hub listens on 127.0.0.1) and is bounded in count and time.
 Exit status 1 if any figure misses its goal (a crash, a lost commit, an inconsistent store, an accepted
@@ -36,7 +37,7 @@ sys.path.insert(0, str(REPO / "python"))
 import tamper_suite  # noqa: E402
 from support.kforge_hub import Hub, start_hub  # noqa: E402
 
-PARTS = ("fuzz", "tamper", "hub", "kill", "signatures")
+PARTS = ("fuzz", "tamper", "injection", "hub", "kill", "signatures")
 
 
 def sh(cmd: list[str], *, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -112,6 +113,18 @@ def part_tamper(flips: int, work: Path) -> tuple[bool, dict, list[str]]:
             # Without a signature, metadata.json itself is unprotected; every other file must be refused.
             ok &= not r.mapped_before_refusal and all(x["file"] == "metadata.json" for x in r.loaded)
     return ok, figures, lines
+
+
+def part_injection(work: Path) -> tuple[bool, dict, list[str]]:
+    """Files the digest leaves out must not be able to run code either."""
+    variant, key = tamper_suite.build_variant(work / "injection", sign=True)
+    ran = tamper_suite.pyc_injection_runs(variant, work / "injection-run", trusted_key=key)
+    verdict = "**ran**: the loader executes bytecode the digest does not cover" if ran else "did not run"
+    lines = [
+        f"- unchecked hash-based `__pycache__/__init__.*.pyc` added to a signed, digest-clean variant: "
+        f"injected code {verdict}"
+    ]
+    return not ran, {"pyc_injection_ran": ran}, lines
 
 
 def part_hub() -> tuple[bool, dict, list[str]]:
@@ -373,6 +386,7 @@ def main() -> int:
         steps = {
             "fuzz": ("Fuzzing (cargo-fuzz, fixed executions)", lambda: part_fuzz(args.execs, work)),
             "tamper": ("Loader tamper suite", lambda: part_tamper(args.flips, work)),
+            "injection": ("Bytecode injection beside a verified variant", lambda: part_injection(work)),
             "hub": ("Hub concurrency and crash tests", part_hub),
             "kill": (
                 "Hub kill -9 during pushes",

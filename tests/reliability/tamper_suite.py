@@ -136,6 +136,47 @@ def run_flips(
     return result
 
 
+def pyc_injection_runs(variant: Path, scratch: Path, *, trusted_key: bytes | None) -> bool:
+    """Add `__pycache__/__init__.<tag>.pyc`, compiled from other code as an unchecked hash-based pyc
+    (PEP 552), to a copy of `variant` and load it as the worker does. The digest leaves out `__pycache__`
+    and `*.pyc` (HF's rule, since Python writes them beside imported sources), and Python runs an unchecked
+    pyc without reading the source. Returns True when the injected code ran."""
+    import py_compile
+
+    work = scratch / "pyc-injection"
+    target = work / variant.name
+    shutil.copytree(variant, target)
+    marker = work / "injected-code-ran"
+    evil = work / "evil.py"
+    evil.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    cache = target / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    cache.parent.mkdir()
+    mode = py_compile.PycInvalidationMode.UNCHECKED_HASH
+    py_compile.compile(str(evil), cfile=str(cache), invalidation_mode=mode)
+    job = {"target": str(target), "trusted_key": trusted_key.hex() if trusted_key else None}
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "python"), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, __file__, "--load-one"]
+    subprocess.run(
+        cmd, input=json.dumps(job), text=True, capture_output=True, timeout=300, check=False, env=env
+    )
+    return marker.exists()
+
+
+def _load_one() -> None:
+    """Load one variant dir as the worker does (signature first when a key is given); errors are ignored."""
+    import kforge
+    from kforge import signing
+    from kforge.metadata import _EXCLUDED_TOP
+
+    job = json.load(sys.stdin)
+    target = Path(job["target"])
+    if job["trusted_key"]:
+        _EXCLUDED_TOP.add(signing.SIG_FILE)
+        signing.verify_variant_signature(target, [bytes.fromhex(job["trusted_key"])])
+    kforge.get_local_kernel(target, backend="cpu")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Worker
 
@@ -193,4 +234,4 @@ def _worker() -> None:
 
 
 if __name__ == "__main__":
-    _worker()
+    _load_one() if sys.argv[1:] == ["--load-one"] else _worker()
