@@ -4,7 +4,7 @@ writes bench/results/reliability.md (with commit, machine and versions).
     .venv/bin/python bench/reliability.py                 # full: 10000 execs/target, 1000 flips, 100 kills
     .venv/bin/python bench/reliability.py --quick         # smaller counts, for a smoke run
     .venv/bin/python bench/reliability.py --skip fuzz     # any of the parts: fuzz tamper injection hub
-                                                          # kill signatures
+                                                          # hostile kill signatures
 
 Every part runs on this machine only (the hub listens on 127.0.0.1) and is bounded in count and time.
 Exit status 1 if any figure misses its goal (a crash, a lost commit, an inconsistent store, an accepted
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -37,7 +38,7 @@ sys.path.insert(0, str(REPO / "python"))
 import tamper_suite  # noqa: E402
 from support.kforge_hub import Hub, start_hub  # noqa: E402
 
-PARTS = ("fuzz", "tamper", "injection", "hub", "kill", "signatures")
+PARTS = ("fuzz", "tamper", "injection", "hub", "hostile", "kill", "signatures")
 
 
 def sh(cmd: list[str], *, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -161,6 +162,85 @@ def part_hub() -> tuple[bool, dict, list[str]]:
         if not passed:
             lines.append(f"```\n{tail(done.stdout + done.stderr, 25)}\n```")
     return ok, figures, lines
+
+
+def part_hostile(work: Path, wait: float = 40.0, idle_conns: int = 200) -> tuple[bool, dict, list[str]]:
+    """Slowloris-style connections against a real hub: does it close connections that stall, and does it
+    keep serving others meanwhile?"""
+    import socket
+    import threading
+
+    hub = start_hub(work / "hostile-hub")
+    token = hub.token("alice", orgs=["acme"])
+    create = urllib.request.Request(
+        f"{hub.url}/api/repos/create",
+        data=json.dumps({"name": "x", "organization": "acme", "type": "kernel"}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    urllib.request.urlopen(create, timeout=30).read()
+    host, port = urllib.parse.urlsplit(hub.url).netloc.split(":")
+    stalls = {
+        "connect, send nothing": b"",
+        "half a request line": b"GET /api/whoami-v2 HT",
+        "headers never finished": b"GET /api/whoami-v2 HTTP/1.1\r\nHost: x\r\n",
+        "commit body stalls after 10 of 1000 bytes": (
+            b"POST /api/kernels/acme/x/commit/main HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + token.encode()
+            + b"\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n0123456789"
+        ),
+    }
+    closed_after: dict[str, float | None] = {}
+
+    def stall(name: str, data: bytes) -> None:
+        with socket.create_connection((host, int(port)), timeout=wait) as c:
+            c.sendall(data)
+            t0 = time.monotonic()
+            try:
+                while c.recv(4096):  # an error answer may come first; what counts is the close
+                    pass
+                closed_after[name] = round(time.monotonic() - t0, 1)
+            except (TimeoutError, OSError):
+                closed_after[name] = None
+
+    threads = [threading.Thread(target=stall, args=kv) for kv in stalls.items()]
+    idle = []
+    try:
+        for t in threads:
+            t.start()
+        for _ in range(idle_conns):
+            idle.append(socket.create_connection((host, int(port)), timeout=10))
+        t0 = time.monotonic()
+        served = get(f"{hub.url}/api/kernels/acme/none/refs", timeout=10) is not None
+    except urllib.error.HTTPError as e:
+        served = e.code == 404  # answered (the repo does not exist): the hub is still serving
+    except Exception:
+        served = False
+    latency = time.monotonic() - t0
+    for t in threads:
+        t.join(wait + 5)
+    for c in idle:
+        c.close()
+    hub.stop()
+    lines = [
+        f"- with {idle_conns} idle connections open, a normal request was "
+        f"{'answered' if served else 'NOT answered'} in {latency * 1000:.0f} ms"
+    ]
+    for name in stalls:
+        after = closed_after.get(name)
+        lines.append(
+            f"- {name}: "
+            + (
+                f"closed by the hub after {after} s"
+                if after is not None
+                else f"still open after {wait:.0f} s"
+            )
+        )
+    ok = served and all(closed_after.get(n) is not None for n in stalls)
+    return (
+        ok,
+        {"served_with_idle": served, "latency_ms": round(latency * 1000), "closed_after_s": closed_after},
+        lines,
+    )
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -388,6 +468,7 @@ def main() -> int:
             "tamper": ("Loader tamper suite", lambda: part_tamper(args.flips, work)),
             "injection": ("Bytecode injection beside a verified variant", lambda: part_injection(work)),
             "hub": ("Hub concurrency and crash tests", part_hub),
+            "hostile": ("Hub against stalled (slowloris-style) connections", lambda: part_hostile(work)),
             "kill": (
                 "Hub kill -9 during pushes",
                 lambda: part_kill(args.kills, args.payload_kib * 1024, work, args.seed),
