@@ -199,10 +199,12 @@ impl Metadata {
     }
 }
 
-/// Files the digest leaves out: the top-level metadata (which holds the digest) and bytecode.
+/// Files the digest leaves out: the top-level metadata (which holds the digest), the signatures over
+/// it (HF's sigstore bundle and kforge's ed25519 signature) and bytecode.
 fn digest_excluded(rel: &str) -> bool {
     rel == "metadata.json"
         || rel == "metadata.json.sigstore"
+        || rel == "metadata.json.kforge-sig"
         || rel.ends_with(".pyc")
         || rel.split('/').any(|c| c == "__pycache__")
 }

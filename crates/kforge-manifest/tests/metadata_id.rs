@@ -98,6 +98,7 @@ fn digest_covers_files_with_exclusions_and_verifies_as_a_set() {
     std::fs::write(d.join("b.pyc"), "junk").unwrap();
     std::fs::write(d.join("metadata.json"), "{}").unwrap();
     std::fs::write(d.join("metadata.json.sigstore"), "{}").unwrap();
+    std::fs::write(d.join("metadata.json.kforge-sig"), "{}").unwrap();
     std::os::unix::fs::symlink("__init__.py", d.join("link.py")).unwrap();
     let digest = digest_dir(d).unwrap();
     assert_eq!(digest.algorithm, "sha256");
