@@ -57,11 +57,13 @@ impl ApiError {
         e.commit = Some(commit.to_owned());
         e
     }
-    pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, None, message)
+    /// 401. `code` is `InvalidCredentials` (unknown token) or `AuthenticationRequired` (no token); the
+    /// client maps neither to a special class, so its behaviour matches the Hub's code-less 401.
+    pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, Some(code), message)
     }
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, None, message)
+        Self::new(StatusCode::FORBIDDEN, Some("Forbidden"), message)
     }
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, None, message)
@@ -82,7 +84,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid(_) => ApiError::bad_request(msg),
             StoreError::RepoExists(_) | StoreError::RefExists(..) => {
-                ApiError::new(StatusCode::CONFLICT, None, msg)
+                ApiError::new(StatusCode::CONFLICT, Some("Conflict"), msg)
             }
             StoreError::RepoNotFound(key) => ApiError::repo_not_found(&key.id()),
             StoreError::RevisionNotFound(rev) => ApiError::revision_not_found(&rev),
@@ -90,9 +92,11 @@ impl From<StoreError> for ApiError {
                 ApiError::new(StatusCode::NOT_FOUND, Some("RevisionNotFound"), msg)
             }
             StoreError::DeleteMain => ApiError::forbidden(msg),
-            StoreError::ParentMismatch { .. } => {
-                ApiError::new(StatusCode::PRECONDITION_FAILED, None, msg)
-            }
+            StoreError::ParentMismatch { .. } => ApiError::new(
+                StatusCode::PRECONDITION_FAILED,
+                Some("ParentCommitMismatch"),
+                msg,
+            ),
             StoreError::Apply(ApplyError::MissingFile(_)) => {
                 ApiError::new(StatusCode::NOT_FOUND, Some("EntryNotFound"), msg)
             }

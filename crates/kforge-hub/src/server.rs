@@ -242,6 +242,7 @@ async fn identify(hub: &Shared, headers: &HeaderMap) -> Result<Option<Identity>,
     match blocking(move || Ok(meta.lookup_token(&token)?)).await? {
         Some(id) => Ok(Some(id)),
         None => Err(ApiError::unauthorized(
+            "InvalidCredentials",
             "Invalid credentials in Authorization header",
         )),
     }
@@ -265,6 +266,7 @@ async fn readable_repo(
 fn require_token(who: Option<&Identity>) -> Result<&Identity, ApiError> {
     who.ok_or_else(|| {
         ApiError::unauthorized(
+            "AuthenticationRequired",
             "authentication required: send `Authorization: Bearer <token>` (HF_TOKEN or --token) with a token \
              from `kforge hub token create --user NAME --write`",
         )

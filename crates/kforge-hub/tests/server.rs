@@ -130,7 +130,7 @@ impl TestHub {
         call(
             "POST",
             &format!("{}/api/{api}/commit/{branch}", self.url),
-            Some(token),
+            Some(token).filter(|t| !t.is_empty()),
             &[("content-type", "application/x-ndjson")],
             Some(body),
         )
