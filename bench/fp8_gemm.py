@@ -265,6 +265,7 @@ def main():
     meta = dict(commit=args.commit, device=torch.cuda.get_device_name(), driver=smi, torch=torch.__version__,
                 cuda=torch.version.cuda, nvcc=args.nvcc, triton=triton.__version__,
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                env={k: v for k, v in os.environ.items() if k.startswith("FP8GEMM_") and k != "FP8GEMM_SO"},
                 timing=TIMING)  # fmt: skip
     summary = summarise(records)
     for k, v in summary.items():

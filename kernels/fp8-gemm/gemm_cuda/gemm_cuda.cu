@@ -32,32 +32,24 @@ struct Choice {
 
 // Tile shapes compiled for each input type: (consumer warpgroups, block N) and the measured H200 time of one
 // wave of 132 tiles over one 128-K block, in µs (fp8 sweep of bench/results/fp8-gemm-h200.json; bf16 scaled
-// by the 2x tensor-core rate). `two_wg` marks the shapes with two consumer warpgroups and BN <= 128 (see
-// kSafeTiles).
+// by the 2x tensor-core rate).
 struct Shape {
   int nc, bn;
   double us_per_kb;
-  bool two_wg;
 };
-constexpr Shape kFp8Shapes[] = {{2, 192, 0.99, false}, {2, 128, 0.73, true}, {2, 64, 0.55, true},
-                                {1, 128, 0.475, false}};
-constexpr Shape kBf16Shapes[] = {{2, 128, 1.46, true}, {2, 64, 1.1, true}, {1, 128, 0.95, false}};
-
-// FP8GEMM_DEBUG bit 16: leave out the two-consumer tiles with BN <= 128 (diagnosis of wrong results seen
-// with them on large grids).
-constexpr int kSafeTiles = 16;
+constexpr Shape kFp8Shapes[] = {{2, 192, 0.99}, {2, 128, 0.73}, {2, 64, 0.55}, {1, 128, 0.475}};
+constexpr Shape kBf16Shapes[] = {{2, 128, 1.46}, {2, 64, 1.1}, {1, 128, 0.95}};
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the shape's block time + a fixed
 // ~1 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at the ~1 TB/s the register epilogue
 // reaches, operands at 3 TB/s); split-K adds its fp32 partials. Picks within 3% keep the earlier candidate.
 template <size_t NS>
-Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sms, int elem_bytes, bool safe) {
+Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sms, int elem_bytes) {
   const int64_t KB = cdiv(K, 128);
   const double mem = double(M) * N * 2 / 1.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
   Choice best{shapes[0].nc, shapes[0].bn, 1};
   double best_cost = 1e300;
   for (const Shape &s : shapes) {
-    if (safe && s.two_wg) continue;
     const int64_t tiles = cdiv(M, 64 * s.nc) * cdiv(N, s.bn);
     for (int splits = 1; splits <= 8; ++splits) {
       const int64_t per = cdiv(KB, splits);
@@ -155,7 +147,8 @@ void launch_prep(const at::Tensor &t, void *dst, int64_t ldo, cudaStream_t strea
     transpose_kernel<kMode><<<grid, kThreads, 0, stream>>>(src, ld, static_cast<T *>(dst), ldo, R, K, vec);
   } else {
     const int64_t blocks = std::min<int64_t>(cdiv(int64_t(R) * cdiv(K, 4), kThreads), 132 * 16);
-    rows_kernel<kMode><<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), ldo, R, K);
+    const bool vec = K % 4 == 0 && t.stride(0) % 4 == 0 && aligned(src, 4);
+    rows_kernel<kMode><<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), ldo, R, K, vec);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -209,10 +202,18 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   while (stages < kMaxStages && Cfg::smem_bytes(stages + 1) <= kMaxSmem) ++stages;
   p.stages = stages;
   const int smem = Cfg::smem_bytes(stages);
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  });
+  // Per device; std::call_once is avoided because it pulls pthread_once@GLIBC_2.34 (manylinux_2_28).
+  static std::mutex mu;
+  static std::unordered_map<int, bool> raised;
+  {
+    int dev = 0;
+    C10_CUDA_CHECK(cudaGetDevice(&dev));
+    std::lock_guard<std::mutex> lock(mu);
+    if (!raised[dev]) {
+      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      raised[dev] = true;
+    }
+  }
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(ma, mb, ms, p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -229,12 +230,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const Operand A = prepare(a, mode, stream), B = prepare(b, mode, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
 
-  const int debug = [] {
-    const char *env = std::getenv("FP8GEMM_DEBUG");
-    return env != nullptr ? std::atoi(env) : 0;
-  }();
-  const bool safe = (debug & kSafeTiles) != 0;
-  Choice ch = strict ? choose(kBf16Shapes, M, N, K, sms, 2, safe) : choose(kFp8Shapes, M, N, K, sms, 1, safe);
+  Choice ch = strict ? choose(kBf16Shapes, M, N, K, sms, 2) : choose(kFp8Shapes, M, N, K, sms, 1);
   config_override(ch);
   const int BM = 64 * ch.nc;
   const auto dtype = strict ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -250,7 +246,6 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.num_m = cdiv(M, BM), p.num_n = cdiv(N, ch.bn);
   p.splits = std::min<int64_t>(ch.splits, KB);
   p.group_m = 8;
-  p.debug = debug;
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;

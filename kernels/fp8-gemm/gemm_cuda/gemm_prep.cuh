@@ -100,15 +100,31 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// src element (r, k) at src[r * ld + k] (K-major rows); dst row-major [R][ldo]; one thread per 4 elements.
+// src element (r, k) at src[r * ld + k] (K-major rows); dst row-major [R][ldo]; one thread per 4 elements,
+// read as one 4-byte word when `vec` (K % 4 == 0, ld % 4 == 0, 4-byte aligned base).
 template <Mode kMode>
 __global__ void __launch_bounds__(kThreads)
-    rows_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K) {
+    rows_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
+  using T = typename Out<kMode>::T;
   const int groups = (K + 3) / 4;
   const int64_t total = int64_t(R) * groups;
   for (int64_t g = blockIdx.x * int64_t(kThreads) + threadIdx.x; g < total; g += int64_t(gridDim.x) * kThreads) {
     const int r = int(g / groups), k = int(g % groups) * 4;
-    for (int q = 0; q < 4 && k + q < K; ++q) dst[int64_t(r) * ldo + k + q] = convert<kMode>(src[r * ld + k + q]);
+    T *d = dst + int64_t(r) * ldo + k;
+    if (vec) {
+      const uint32_t w = *reinterpret_cast<const uint32_t *>(src + r * ld + k);
+      T o[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) o[q] = convert<kMode>(uint8_t(w >> (8 * q)));
+      if constexpr (sizeof(T) == 1) {
+        *reinterpret_cast<uint32_t *>(d) =
+            uint32_t(o[0]) | uint32_t(o[1]) << 8 | uint32_t(o[2]) << 16 | uint32_t(o[3]) << 24;
+      } else {
+        *reinterpret_cast<uint2 *>(d) = *reinterpret_cast<const uint2 *>(o);
+      }
+    } else {
+      for (int q = 0; q < 4 && k + q < K; ++q) d[q] = convert<kMode>(src[r * ld + k + q]);
+    }
   }
 }
 

@@ -41,7 +41,6 @@ struct Params {
   int splits;             // K splits per tile (1 = none)
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
   int stages;
-  int debug;              // FP8GEMM_DEBUG bits (diagnostics): 1 unit barrier, 2 early scales, 4 wg arrive, 8 proxy fence
   const float *b_scale;   // [ceil(N/128), KB], any strides
   int64_t bs_s0, bs_s1;
   float scale_mul;        // 0.25 for fnuz bits read as fn (each operand is half the fn value)
@@ -179,7 +178,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], (p.debug & 4) ? NC : NC * 4);  // lane 0 of every consumer warp
+      mbar_init(&empty[s], NC * 4);  // lane 0 of every consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_map(&map_a);
@@ -227,7 +226,6 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
       unit_coords(p, unit, mb, nb, split);
       const int kb0 = split * kb_per_split, kb1 = min(p.KB, kb0 + kb_per_split);
       const int n0 = nb * BN;
-      if (p.debug & 1) consumer_sync(NC * 128);
       // A tile spans at most two b_scale blocks (BN <= 192 and n0 % 128 in {0, 64}); columns from `hi_from`
       // on take the second one.
       const int nblk_lo = n0 / kQuant, nblk_hi = min(nblk_lo + 1, NB - 1);
@@ -239,12 +237,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         const float sb_lo = __ldg(p.b_scale + nblk_lo * p.bs_s0 + kb * p.bs_s1);
         const float sb_hi = __ldg(p.b_scale + nblk_hi * p.bs_s0 + kb * p.bs_s1);
         mbar_wait(&full[s], (it / S) & 1);
-        float early0 = 0.f, early1 = 0.f;
-        if (p.debug & 2) {
-          early0 = scales[s * BM + row_in_tile];
-          early1 = scales[s * BM + row_in_tile + 8];
-          asm volatile("" : "+f"(early0), "+f"(early1)::"memory");
-        }
+        // A's scales are read now, long before this stage is released: read after the wgmma wait, they were
+        // seen overwritten by the stage's next TMA on large grids (bench/results/fp8-gemm-h200.md).
+        float sa0 = scales[s * BM + row_in_tile], sa1 = scales[s * BM + row_in_tile + 8];
+        asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");
         const uint8_t *a_src = tiles + s * (C::kABytes + C::kBBytes) + cw * 64 * kRowBytes;
         const uint8_t *b_src = tiles + s * (C::kABytes + C::kBBytes) + C::kABytes;
         fence_regs(acc);
@@ -258,17 +254,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         fence_regs(acc);
-        float sa0 = ((p.debug & 2) ? early0 : scales[s * BM + row_in_tile]) * p.scale_mul;
-        float sa1 = ((p.debug & 2) ? early1 : scales[s * BM + row_in_tile + 8]) * p.scale_mul;
-        if (p.debug & 2) asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");
-        if (p.debug & 8) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        if (p.debug & 4) {
-          asm volatile("bar.sync %0, 128;" ::"r"(2 + cw) : "memory");
-          if (tid == 0) mbar_arrive(&empty[s]);
-        } else {
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&empty[s]);
-        }
+        sa0 *= p.scale_mul, sa1 *= p.scale_mul;
+        asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");  // the loads have returned before the release
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[s]);
         const float s0_lo = sa0 * sb_lo, s0_hi = sa0 * sb_hi, s1_lo = sa1 * sb_lo, s1_hi = sa1 * sb_hi;
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
