@@ -57,8 +57,8 @@ impl ApiError {
         e.commit = Some(commit.to_owned());
         e
     }
-    /// 401. `code` is `InvalidCredentials` (unknown token) or `AuthenticationRequired` (no token); the
-    /// client maps neither to a special class, so its behaviour matches the Hub's code-less 401.
+    /// Status 401 with `code` `InvalidCredentials` (unknown token) or `AuthenticationRequired` (no token):
+    /// the client maps neither to a special class, so it behaves as with the Hub's code-less 401.
     pub fn unauthorized(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNAUTHORIZED, Some(code), message)
     }
