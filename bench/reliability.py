@@ -4,7 +4,7 @@ writes bench/results/reliability.md (with commit, machine and versions).
     .venv/bin/python bench/reliability.py                 # full: 10000 execs/target, 1000 flips, 100 kills
     .venv/bin/python bench/reliability.py --quick         # smaller counts, for a smoke run
     .venv/bin/python bench/reliability.py --skip fuzz     # any of the parts: fuzz tamper injection hub
-                                                          # hostile kill signatures
+                                                          # hostile kill diskfull signatures
 
 Every part runs on this machine only (the hub listens on 127.0.0.1) and is bounded in count and time.
 Exit status 1 if any figure misses its goal (a crash, a lost commit, an inconsistent store, an accepted
@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "python"))
 import tamper_suite  # noqa: E402
 from support.kforge_hub import Hub, start_hub  # noqa: E402
 
-PARTS = ("fuzz", "tamper", "injection", "hub", "hostile", "kill", "signatures")
+PARTS = ("fuzz", "tamper", "injection", "hub", "hostile", "kill", "diskfull", "signatures")
 
 
 def sh(cmd: list[str], *, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -385,6 +385,68 @@ def part_kill(kills: int, payload: int, work: Path, seed: int) -> tuple[bool, di
     return survived == kills and final_ok, figures, lines
 
 
+def part_diskfull(work: Path, size_mib: int = 24, payload_mib: int = 4) -> tuple[bool, dict, list[str]]:
+    """The hub's data directory on a small tmpfs: pushes until the disk is full, then the store must be
+    consistent, the failed push must get an error, and the hub must still answer and restart."""
+    from kforge.metadata import compute_digest
+
+    mnt = work / "diskfull"
+    mnt.mkdir()
+    mount = sh(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(mnt)], timeout=60)
+    if mount.returncode != 0:
+        return (
+            True,
+            {"skipped": mount.stderr.strip()},
+            [f"- skipped: cannot mount a tmpfs ({mount.stderr.strip()})"],
+        )
+    hub = None
+    try:
+        variant, _ = tamper_suite.build_variant(work / "diskfull-src", sign=False)
+        project = work / "diskfull-project"
+        dest = project / "build" / variant.name
+        shutil.copytree(variant, dest)
+        hub = start_hub(mnt)
+        token = hub.token("alice", orgs=["acme"])
+        pushes, landed, error = 0, 0, ""
+        while pushes < 4 * size_mib // payload_mib and not error:
+            (dest / "payload.bin").write_bytes(os.urandom(payload_mib << 20))
+            meta = json.loads((dest / "metadata.json").read_text())
+            meta["digest"] = {"algorithm": "sha256", "files": compute_digest(dest)}
+            (dest / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+            cmd = [str(tamper_suite.kforge_bin()), "push", str(project), "--repo", "acme/relu"]
+            done = subprocess.run(
+                cmd, env=dict(os.environ, **hub.env(token)), capture_output=True, text=True, timeout=600
+            )
+            pushes += 1
+            if done.returncode == 0:
+                landed += 1
+            else:
+                error = tail(done.stderr, 3)
+        alive = hub.process.poll() is None
+        problems = consistency_problems(hub, "acme/relu") if alive else ["the hub died"]
+        hub.stop()
+        hub = start_hub(mnt)
+        problems += [f"after restart: {p}" for p in consistency_problems(hub, "acme/relu")]
+    finally:
+        if hub is not None:
+            hub.stop()
+        sh(["umount", str(mnt)], timeout=60)
+    full = bool(error)
+    lines = [
+        f"- data dir on a {size_mib} MiB tmpfs, {payload_mib} MiB pushes: {landed} landed, then push "
+        f"{pushes} "
+        + (f"failed with: `{error.splitlines()[-1] if error else ''}`" if full else "never filled the disk"),
+        f"- hub {'kept serving' if alive else 'DIED'}; store "
+        + ("consistent before and after a restart" if not problems else f"INCONSISTENT: {problems[:3]}"),
+    ]
+    ok = full and alive and not problems
+    return (
+        ok,
+        {"pushes": pushes, "landed": landed, "error": error, "alive": alive, "problems": problems},
+        lines,
+    )
+
+
 def part_signatures() -> tuple[bool, dict, list[str]]:
     figures, lines, ok = {}, [], True
     runs = [
@@ -473,6 +535,7 @@ def main() -> int:
                 "Hub kill -9 during pushes",
                 lambda: part_kill(args.kills, args.payload_kib * 1024, work, args.seed),
             ),
+            "diskfull": ("Hub with a full disk", lambda: part_diskfull(work)),
             "signatures": ("Signature tests", part_signatures),
         }
         for part, (title, fn) in steps.items():
