@@ -225,12 +225,12 @@ fn repo_key(repo_type: RepoType, ns: &str, name: &str) -> Result<RepoKey, ApiErr
 // ---------------------------------------------------------------------------------------------------------
 // Authentication and access checks
 
+/// The bearer token, if any (an empty `Bearer ` counts as none).
 fn bearer(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim().to_owned())
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_owned())
 }
 
 /// The caller's identity: `None` without a token; 401 for a token this hub did not issue.
