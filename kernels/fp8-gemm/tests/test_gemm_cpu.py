@@ -90,3 +90,16 @@ def test_torch_compile_fullgraph(fp8_gemm):
     out = f(a, b, a_s, b_s)
     ref = reference(a, b, a_s, b_s) * 2
     assert ((out.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+def test_torch_compile_fullgraph_through_the_wrapper(fp8_gemm):
+    a, b, a_s, b_s = make_inputs(96, 200, 384, mn_major=True)
+
+    @torch.compile(fullgraph=True, backend="eager")
+    def f(a, b, a_s, b_s):
+        return fp8_gemm.gemm(a, b, a_s, b_s, precision="strict").float().relu()
+
+    out = f(a, b, a_s, b_s)
+    ref = reference(a, b, a_s, b_s).relu()
+    assert out.shape == (96, 200)
+    assert strict_bad(out.bfloat16(), ref) == 0
