@@ -269,6 +269,17 @@ fn push_pull_round_trip_and_cli_errors() {
         &[],
     );
     assert!(!ok && err.contains("invalid user name `../x`"), "{err}");
+
+    // A revoked token is refused from then on.
+    let d = data.to_str().unwrap();
+    assert!(kforge(&["hub", "token", "revoke", &tok, "--data", d], &[]).0);
+    let (ok, _, err) = kforge(&["pull", "acme/relu", "--dest", "x"], &env);
+    assert!(
+        !ok && err.contains("401") && err.contains("Invalid credentials"),
+        "{err}"
+    );
+    let (ok, _, err) = kforge(&["hub", "token", "revoke", &tok, "--data", d], &[]);
+    assert!(!ok && err.contains("no such token"), "{err}");
     drop(server);
 }
 

@@ -63,6 +63,8 @@ pub struct OrgInfo {
 pub trait MetaStore: Send + Sync + 'static {
     fn create_token(&self, user: &str, write: bool, orgs: &[String]) -> Result<String, StoreError>;
     fn lookup_token(&self, token: &str) -> Result<Option<Identity>, StoreError>;
+    /// Forget a token; returns whether it existed.
+    fn revoke_token(&self, token: &str) -> Result<bool, StoreError>;
 
     /// Mark an organisation as a trusted kernel publisher (or not); creates the organisation if needed.
     fn set_org_trusted(&self, org: &str, trusted: bool) -> Result<(), StoreError>;
@@ -380,6 +382,15 @@ impl MetaStore for SqliteStore {
                 .map(str::to_owned)
                 .collect(),
         }))
+    }
+
+    fn revoke_token(&self, token: &str) -> Result<bool, StoreError> {
+        let _w = self.write_guard();
+        let n = self.conn()?.execute(
+            "DELETE FROM tokens WHERE hash = ?1",
+            params![token_hash(token)],
+        )?;
+        Ok(n > 0)
     }
 
     fn set_org_trusted(&self, org: &str, trusted: bool) -> Result<(), StoreError> {
@@ -798,6 +809,11 @@ mod tests {
             })
         );
         assert_eq!(store.lookup_token("hf_wrong").unwrap(), None);
+        let other = store.create_token("bob", false, &[]).unwrap();
+        assert!(store.revoke_token(&other).unwrap());
+        assert!(!store.revoke_token(&other).unwrap());
+        assert_eq!(store.lookup_token(&other).unwrap(), None);
+        assert!(store.lookup_token(&token).unwrap().is_some());
         assert!(matches!(
             store.create_token("../x", false, &[]),
             Err(StoreError::Invalid(_))

@@ -59,6 +59,13 @@ enum TokenCommand {
         #[arg(long = "org")]
         orgs: Vec<String>,
     },
+    /// Revoke a token: requests carrying it are refused from now on (401).
+    Revoke {
+        /// The token, as printed by `token create`.
+        token: String,
+        #[arg(long)]
+        data: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -130,6 +137,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 .create_token(&user, write, &orgs)
                 .context("creating the token")?;
             println!("{token}");
+            Ok(())
+        }
+        HubCommand::Token {
+            command: TokenCommand::Revoke { token, data },
+        } => {
+            if !open_store(data)?
+                .revoke_token(&token)
+                .context("revoking the token")?
+            {
+                anyhow::bail!(
+                    "no such token in this hub (already revoked, or created for another --data)"
+                );
+            }
+            eprintln!("token revoked");
             Ok(())
         }
         HubCommand::Org { command } => {
