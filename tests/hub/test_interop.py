@@ -33,6 +33,7 @@ def make_folder(root: Path) -> dict[str, bytes]:
         "config.json": b'{"a": 1}\n',
         "sub/deep/weights.bin": bytes(range(256)) * 64,
         "sub/notes.txt": "h\u00e9llo\n".encode(),
+        "empty.txt": b"",
     }
     for rel, data in files.items():
         path = root / rel
