@@ -9,7 +9,6 @@ import logging
 import os
 import sys
 import types
-import warnings
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -527,11 +526,3 @@ def kernelize(model, *, mode: Mode, device=None, use_fallback: bool | KernelizeF
                 continue
             _kernelize_one(module, dev, mode, fallback)
     return model
-
-
-def _warn_deprecated(name: str) -> None:
-    warnings.warn(
-        f"{name} is deprecated since kernels 0.16: use use_kernel_forward_from_hub + use_kernelized_func",
-        DeprecationWarning,
-        stacklevel=3,
-    )

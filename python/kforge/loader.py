@@ -91,7 +91,7 @@ def _cuda_archs_cover(archs, major: int, minor: int) -> bool | None:
     return None if not parsed_any else False
 
 
-def check_arch(meta: Metadata, variant_dir: Path) -> None:
+def verify_arch(meta: Metadata, variant_dir: Path) -> None:
     """Reject a variant whose backend.archs does not cover the current device (reference §3.6)."""
     if meta.backend is None or not meta.backend.archs:
         return
@@ -379,7 +379,7 @@ def _load_resolved(r: Resolved, *, backend, user_agent, trust_remote_code, check
     meta = r.meta or Metadata.read_from_file(r.variant_dir / "metadata.json")
     validate_metadata(meta, r.variant_dir)
     if check:
-        check_arch(meta, r.variant_dir)
+        verify_arch(meta, r.variant_dir)
     deps = {}
     for dep in meta.kernel_depends:
         if dep.repo_id in chain:
@@ -484,7 +484,7 @@ def has_kernel(
                 name = variant_dir.name
                 variant_dir = Hub().download_file(repo_id, r.commit, f"build/{name}/metadata.json").parent
         if check_arch:
-            globals()["check_arch"](Metadata.read_from_file(variant_dir / "metadata.json"), variant_dir)
+            verify_arch(Metadata.read_from_file(variant_dir / "metadata.json"), variant_dir)
     except (NoCompatibleVariantError, ArchMismatchError):
         return False
     return True
