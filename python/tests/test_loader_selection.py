@@ -93,3 +93,25 @@ def test_variant_names_parse_and_print():
 def test_invalid_name_message_says_what_was_expected():
     with pytest.raises(VariantNameError, match="torch211-cxx11-cu130.*does not match"):
         parse_variant("torch211-cxx11-cu130")
+
+
+@pytest.mark.parametrize(
+    ("archs", "capability", "covered"),
+    [
+        (["8.0"], (8, 6), True),  # base X.Y: same major, device minor >= Y
+        (["8.0"], (9, 0), False),
+        (["9.0a"], (9, 0), True),  # arch-specific: exact capability only
+        (["9.0a"], (9, 1), False),
+        (["10.0f"], (10, 3), True),  # family: same major, minor >= Y
+        (["10.0f"], (12, 0), False),
+        (["8.0+PTX"], (12, 0), True),  # PTX: any capability >= X.Y
+        (["8.0+PTX"], (7, 5), False),
+        (["7.5", "9.0a"], (9, 0), True),
+        (["sm_90", "weird"], (9, 0), None),  # nothing parses: treated as compatible
+    ],
+)
+def test_cuda_arch_check_rules(archs, capability, covered):
+    """reference §3.6, applied to metadata.backend.archs when a CUDA device is present."""
+    from kforge.loader import _cuda_archs_cover
+
+    assert _cuda_archs_cover(archs, *capability) is covered
