@@ -280,7 +280,20 @@ fn push_pull_round_trip_and_cli_errors() {
     );
     let (ok, _, err) = kforge(&["hub", "token", "revoke", &tok, "--data", d], &[]);
     assert!(!ok && err.contains("no such token"), "{err}");
+
+    // Garbage collection needs the hub stopped; every blob is still referenced by v1.
+    let (ok, _, err) = kforge(&["hub", "gc", "--data", d], &[]);
+    assert!(
+        !ok && err.contains("another kforge hub is serving"),
+        "{err}"
+    );
     drop(server);
+    let (ok, out, err) = kforge(&["hub", "gc", "--data", d, "--grace-hours", "0"], &[]);
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("removed 0 unreferenced blob(s), 0 bytes; kept 3 referenced"),
+        "{out}"
+    );
 }
 
 /// Raw HTTP, so that a request can be left half-sent.

@@ -32,6 +32,12 @@ pub trait BlobStore: Send + Sync + 'static {
         start: u64,
         len: u64,
     ) -> io::Result<Pin<Box<dyn AsyncRead + Send>>>;
+
+    /// Every stored blob with its size and age (time since it was stored).
+    fn list(&self) -> io::Result<Vec<(String, u64, std::time::Duration)>>;
+
+    /// Delete a blob (garbage collection; only for blobs no commit references).
+    fn remove(&self, sha256: &str) -> io::Result<()>;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +219,36 @@ impl BlobStore for FsBlobStore {
             file.seek(SeekFrom::Start(start))?;
         }
         Ok(Box::pin(tokio::fs::File::from_std(file).take(len)))
+    }
+
+    fn list(&self) -> io::Result<Vec<(String, u64, std::time::Duration)>> {
+        let mut out = Vec::new();
+        for shard in fs::read_dir(self.root.join("blobs"))? {
+            for entry in fs::read_dir(shard?.path())? {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if !is_sha256(&name) {
+                    continue; // `.meta` sidecars
+                }
+                let meta = entry.metadata()?;
+                let age = meta.modified()?.elapsed().unwrap_or_default();
+                out.push((name, meta.len(), age));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn remove(&self, sha256: &str) -> io::Result<()> {
+        let path = self
+            .path_of(sha256)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a sha256"))?;
+        // Blob first: a blob without its sidecar would be unreadable, a sidecar alone is ignored.
+        fs::remove_file(&path)?;
+        match fs::remove_file(Self::meta_path(&path)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -115,6 +115,39 @@ impl Hub {
     }
 }
 
+/// What a garbage collection removed (or, with `dry_run`, would remove).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GcReport {
+    pub blobs_kept: usize,
+    pub blobs_removed: usize,
+    pub bytes_removed: u64,
+    /// Unreferenced blobs younger than the grace period (maybe uploaded for a commit still to come).
+    pub blobs_too_young: usize,
+}
+
+impl Hub {
+    /// Remove blobs that no commit references (left behind by deleted repos or uploads never committed)
+    /// and are older than `grace`. Needs the data directory's lock, so the hub must not be serving it.
+    pub fn gc(&self, grace: Duration, dry_run: bool) -> Result<GcReport, StoreError> {
+        let referenced = self.meta.prune_and_list_referenced()?;
+        let mut report = GcReport::default();
+        for (sha256, size, age) in self.blobs.list()? {
+            if referenced.contains(&sha256) {
+                report.blobs_kept += 1;
+            } else if age < grace {
+                report.blobs_too_young += 1;
+            } else {
+                if !dry_run {
+                    self.blobs.remove(&sha256)?;
+                }
+                report.blobs_removed += 1;
+                report.bytes_removed += size;
+            }
+        }
+        Ok(report)
+    }
+}
+
 type Shared = Arc<Hub>;
 type ApiResult = Result<Response, ApiError>;
 

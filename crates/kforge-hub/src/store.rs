@@ -95,6 +95,8 @@ pub trait MetaStore: Send + Sync + 'static {
     fn commit(&self, repo: &Repo, req: &CommitRequest) -> Result<Commit, StoreError>;
     /// Commits reachable from `rev`, newest first, at most `limit`.
     fn history(&self, repo: &Repo, rev: &str, limit: usize) -> Result<Vec<Commit>, StoreError>;
+    /// Drop trees no commit uses, then return the sha256 of every blob a remaining tree references.
+    fn prune_and_list_referenced(&self) -> Result<std::collections::HashSet<String>, StoreError>;
 }
 
 /// The SQLite implementation: one database file, a small connection pool, and one in-process write lock so
@@ -629,6 +631,28 @@ impl MetaStore for SqliteStore {
         )?;
         tx.commit()?;
         Ok(commit)
+    }
+
+    fn prune_and_list_referenced(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "DELETE FROM trees WHERE id NOT IN (SELECT tree FROM commits)",
+            [],
+        )?;
+        let mut referenced = std::collections::HashSet::new();
+        {
+            let mut stmt = tx.prepare("SELECT id, files FROM trees")?;
+            let mut rows = stmt.query([])?;
+            while let Some(row) = rows.next()? {
+                let (id, text): (String, String) = (row.get(0)?, row.get(1)?);
+                let tree = Tree::from_json(&text).map_err(|e| StoreError::CorruptTree(id, e))?;
+                referenced.extend(tree.files.into_values().map(|f| f.sha256));
+            }
+        }
+        tx.commit()?;
+        Ok(referenced)
     }
 
     fn history(&self, repo: &Repo, rev: &str, limit: usize) -> Result<Vec<Commit>, StoreError> {

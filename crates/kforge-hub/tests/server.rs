@@ -667,3 +667,80 @@ fn one_hub_per_data_directory() {
     drop(first);
     Hub::open(dir.path(), HubConfig::default()).unwrap();
 }
+
+#[test]
+fn gc_removes_only_unreferenced_blobs() {
+    use kforge_hub::model::{CommitRequest, Op, RepoKey, RepoType};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let hub = Hub::open(dir.path(), HubConfig::default()).unwrap();
+    let put = |bytes: &[u8]| {
+        hub.blobs
+            .put(&mut &bytes[..], bytes.len() as u64, None)
+            .unwrap()
+    };
+    let (shared, only_a, only_b, never_committed) =
+        (put(b"shared"), put(b"a"), put(b"b"), put(b"orphan"));
+    let key = |name: &str| RepoKey {
+        repo_type: RepoType::Kernel,
+        namespace: "acme".into(),
+        name: name.into(),
+    };
+    for (name, own) in [("a", &only_a), ("b", &only_b)] {
+        let repo = hub.meta.create_repo(&key(name), false, "alice").unwrap();
+        let ops = vec![
+            Op::Put {
+                path: "shared".into(),
+                blob: shared.clone(),
+            },
+            Op::Put {
+                path: "own".into(),
+                blob: own.clone(),
+            },
+        ];
+        let req = CommitRequest {
+            branch: "main".into(),
+            parent: None,
+            title: "t".into(),
+            message: String::new(),
+            author: "alice".into(),
+            ops,
+        };
+        hub.meta.commit(&repo, &req).unwrap();
+    }
+    hub.meta.delete_repo(&key("b")).unwrap();
+
+    // Within the grace period nothing goes.
+    let young = hub.gc(Duration::from_secs(3600), false).unwrap();
+    assert_eq!(
+        (young.blobs_kept, young.blobs_too_young, young.blobs_removed),
+        (2, 2, 0)
+    );
+    let dry = hub.gc(Duration::ZERO, true).unwrap();
+    assert_eq!((dry.blobs_removed, dry.bytes_removed), (2, 7));
+    assert!(hub.blobs.stat(&only_b.sha256).unwrap().is_some());
+
+    let done = hub.gc(Duration::ZERO, false).unwrap();
+    assert_eq!(
+        (done.blobs_kept, done.blobs_removed, done.bytes_removed),
+        (2, 2, 7)
+    );
+    for (blob, kept) in [
+        (&shared, true),
+        (&only_a, true),
+        (&only_b, false),
+        (&never_committed, false),
+    ] {
+        assert_eq!(
+            hub.blobs.stat(&blob.sha256).unwrap().is_some(),
+            kept,
+            "{blob:?}"
+        );
+    }
+    let a = hub.meta.repo(&key("a")).unwrap().unwrap();
+    let tree = hub
+        .meta
+        .tree(&hub.meta.resolve(&a, "main").unwrap().tree_id)
+        .unwrap();
+    assert_eq!(tree.files.len(), 2);
+}

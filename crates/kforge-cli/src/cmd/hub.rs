@@ -36,6 +36,18 @@ enum HubCommand {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Delete blobs that no commit references (deleted repos, uploads never committed). Run it while the
+    /// hub is stopped: it takes the data directory's lock.
+    Gc {
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Keep unreferenced blobs younger than this (a client may still commit them).
+        #[arg(long, default_value_t = 24)]
+        grace_hours: u64,
+        /// Only report what would be deleted.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Manage organisations (the `trustedKernelPublisher` flag that `kernels.get_kernel` checks).
     Org {
         #[command(subcommand)]
@@ -151,6 +163,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             eprintln!("token revoked");
+            Ok(())
+        }
+        HubCommand::Gc {
+            data,
+            grace_hours,
+            dry_run,
+        } => {
+            let dir = data_dir(data)?;
+            let hub = kforge_hub::server::Hub::open(&dir, HubConfig::default())
+                .with_context(|| format!("opening the hub data in {}", dir.display()))?;
+            let grace = std::time::Duration::from_secs(grace_hours.saturating_mul(3600));
+            let r = hub.gc(grace, dry_run).context("collecting garbage")?;
+            println!(
+                "{} {} unreferenced blob(s), {} bytes; kept {} referenced and {} younger than {grace_hours} h",
+                if dry_run { "would remove" } else { "removed" },
+                r.blobs_removed,
+                r.bytes_removed,
+                r.blobs_kept,
+                r.blobs_too_young
+            );
             Ok(())
         }
         HubCommand::Org { command } => {
