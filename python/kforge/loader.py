@@ -177,9 +177,8 @@ def import_variant(
     if existing is not None:
         raise ImportError(
             f"module {meta.id!r} is already loaded from {getattr(existing, '__file__', '?')}; a different "
-            "build "
-            f"({variant_dir}) claims the same metadata id. Two builds must not share an id: rebuild one of "
-            "them."
+            f"build ({variant_dir}) claims the same metadata id. Two builds must not share an id: rebuild "
+            "one of them."
         )
     spec = importlib.util.spec_from_file_location(meta.id, entry)
     module = importlib.util.module_from_spec(spec)
@@ -322,9 +321,8 @@ def resolve_variant(
         if local_only:
             if not (variant_dir / "metadata.json").is_file():
                 raise FileNotFoundError(
-                    f"offline and variant {name} of {repo_id}@{commit} is not cached ({variant_dir}); load "
-                    "it "
-                    "once online"
+                    f"offline and variant {name} of {repo_id}@{commit} is not cached ({variant_dir}): "
+                    "load it once online"
                 )
         else:
             variant_dir = hub.download_variant(repo_id, commit, name)

@@ -61,8 +61,8 @@ class Lock:
             if e.repo_id == repo_id:
                 return e
         raise LockError(
-            f"{self.source}: no entry for {repo_id}; add it to [tool.kernels.dependencies] and run `kforge "
-            "lock`"
+            f"{self.source}: no entry for {repo_id}; add it to [tool.kernels.dependencies] and run "
+            "`kforge lock`"
         )
 
 
