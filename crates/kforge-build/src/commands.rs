@@ -43,9 +43,12 @@ pub struct VariantContext<'a> {
     pub toolchain: &'a Toolchain,
     pub backend: Backend,
     pub ops_name: &'a str,
-    /// Holds the generated `registration.h`.
+    /// Holds the generated `registration.h` and [`GLIBC_COMPAT_H`].
     pub gen_dir: &'a Path,
 }
+
+/// The generated header force-included into every compile (see `generate::glibc_compat_h`).
+pub const GLIBC_COMPAT_H: &str = "kforge_glibc_compat.h";
 
 /// Where outputs say the cache and the Python headers are, whatever their real location.
 const CACHE_MAP: &str = "/kforge-cache";
@@ -76,6 +79,8 @@ fn common_flags(ctx: &VariantContext, unit: &Unit) -> Vec<String> {
         Backend::Cuda => f.extend(["-DUSE_CUDA=1".into(), "-DCUDA_KERNEL".into()]),
         _ => f.push("-DCPU_KERNEL".into()),
     }
+    f.push("-include".into());
+    f.push(ctx.gen_dir.join(GLIBC_COMPAT_H).display().to_string());
     for inc in &unit.includes {
         f.push(format!("-I{}", inc.display()));
     }

@@ -13,9 +13,10 @@ use kforge_toolchain::{Cache, Toolchain, prepare};
 
 use crate::BuildOptions;
 use crate::actions::{ActionCache, Dep, key_of};
+use crate::commands::GLIBC_COMPAT_H;
 use crate::commands::{self, Command, VariantContext};
 use crate::error::{BuildError, io_err};
-use crate::generate::{REGISTRATION_H, SINGLE_THREADED_CPP};
+use crate::generate::{REGISTRATION_H, SINGLE_THREADED_CPP, glibc_compat_h};
 use crate::plan::{Plan, Unit, VariantKind};
 
 /// Bumped when the meaning of cached outputs changes.
@@ -141,9 +142,11 @@ fn progress_bar(show: bool) -> ProgressBar {
 
 /// `<cache>/gen/<hash>/` with `registration.h` and the single-threaded stub, written once.
 fn generated_dir(cache: &Cache) -> Result<PathBuf, BuildError> {
+    let compat = glibc_compat_h();
     let hash = key_of(&[
         ("registration.h", REGISTRATION_H),
         ("stub", SINGLE_THREADED_CPP),
+        ("glibc-compat", &compat),
     ]);
     let dir = cache.root().join("gen").join(&hash[..16]);
     if dir.join("registration.h").is_file() {
@@ -152,6 +155,7 @@ fn generated_dir(cache: &Cache) -> Result<PathBuf, BuildError> {
     let work = cache.temp_dir("gen")?;
     fs::write(work.join("registration.h"), REGISTRATION_H).map_err(io_err(&work))?;
     fs::write(work.join("single_threaded.cpp"), SINGLE_THREADED_CPP).map_err(io_err(&work))?;
+    fs::write(work.join(GLIBC_COMPAT_H), compat).map_err(io_err(&work))?;
     let parent = cache.root().join("gen");
     fs::create_dir_all(&parent).map_err(io_err(&parent))?;
     if fs::rename(&work, &dir).is_err() && !dir.join("registration.h").is_file() {

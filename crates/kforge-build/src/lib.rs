@@ -10,7 +10,7 @@ mod plan;
 
 pub use commands::gencode_flags;
 pub use error::BuildError;
-pub use generate::{REGISTRATION_H, SINGLE_THREADED_CPP, noarch_ops_py, ops_py};
+pub use generate::{REGISTRATION_H, SINGLE_THREADED_CPP, glibc_compat_h, noarch_ops_py, ops_py};
 pub use install::Outcome;
 pub use plan::{Lang, Plan, Selection, Unit, VariantKind, VariantPlan, plan};
 
@@ -89,8 +89,19 @@ pub fn build(project: &Project, options: &BuildOptions) -> Result<BuildReport, B
     let built = exec::compile_and_link(project, &plan, options)?;
     let installer = install::Installer::new(project, &plan, &out_dir, options)?;
     let mut variants = Vec::new();
+    let mut errors = Vec::new();
+    // One variant failing its ABI check does not keep the others from being installed.
     for (variant, artifact) in plan.variants.iter().zip(built) {
-        variants.push(installer.install(variant, artifact)?);
+        match installer.install(variant, artifact) {
+            Ok(report) => variants.push(report),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.len() == 1 {
+        return Err(errors.remove(0));
+    }
+    if !errors.is_empty() {
+        return Err(BuildError::Many(errors));
     }
     Ok(BuildReport {
         id,
