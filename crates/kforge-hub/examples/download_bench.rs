@@ -97,7 +97,7 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-// The child is returned to `main`, which kills and waits for it.
+// The child is returned to `main`, which stops and waits for it.
 #[allow(clippy::zombie_processes)]
 fn start_nginx(bin: &str, root: &Path, www: &Path) -> (Child, String) {
     let port = free_port();
@@ -222,8 +222,19 @@ fn main() {
         }
         println!("{line}}}");
     }
-    if let Some((child, _)) = nginx.as_mut() {
-        let _ = child.kill();
-        let _ = child.wait();
+    if let (Some((child, _)), Some(bin)) = (nginx.as_mut(), args.nginx.as_deref()) {
+        stop_nginx(bin, dir.path(), child);
     }
+}
+
+/// `nginx -s stop` makes the master stop its workers; a SIGKILL of the master would orphan them.
+fn stop_nginx(bin: &str, root: &Path, child: &mut Child) {
+    let _ = Command::new(bin)
+        .arg("-p")
+        .arg(root)
+        .arg("-c")
+        .arg(root.join("nginx.conf"))
+        .args(["-s", "stop"])
+        .status();
+    let _ = child.wait();
 }
