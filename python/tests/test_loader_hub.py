@@ -250,6 +250,10 @@ def test_kforge_lock_download_and_locked_loads(hub, tmp_path):
     r = _kforge(hub, "download", project, "--backend", "cpu")
     assert r.returncode == 0, r.stderr
     assert f"downloaded kforge-test/relu@{hub.commit[:12]} {native_variant_name()}" in r.stdout
+    r = _kforge(hub, "download", project, "--all-variants")
+    assert r.returncode == 0, r.stderr
+    assert "torch-cpu ->" in r.stdout and f"{native_variant_name()} ->" in r.stdout
+    assert "2 variant(s) downloaded and verified" in r.stdout
 
     code = f"""
 import json, torch, kforge
