@@ -22,8 +22,11 @@ VARIANT = "torch-universal"
 LOAD = """
 import sys, kernels
 trust = sys.argv[3] == "trust"
-k = kernels.get_kernel(sys.argv[1], version=int(sys.argv[2]), trust_remote_code=trust)
-print(k.add(40, 2), k.VERSION, k.__name__)
+repo, version = sys.argv[1], int(sys.argv[2])
+k = kernels.get_kernel(repo, version=version, trust_remote_code=trust)
+assert kernels.has_kernel(repo, version=version, trust_remote_code=trust)
+accepted = [type(v).__name__ for v in kernels.get_kernel_variants(repo, version=version)]
+print(k.add(40, 2), k.VERSION, k.__name__, *accepted)
 """
 
 
@@ -94,12 +97,12 @@ def test_get_kernel_loads_pushed_versions(kforge_hub, tmp_path):
 
     v1 = load(kforge_hub, tmp_path, "acme/tiny", 1, trust=True)
     assert v1.returncode == 0, v1.stderr
-    assert v1.stdout.split() == ["42", "1", "_tiny_universal_0000001"]
+    assert v1.stdout.split() == ["42", "1", "_tiny_universal_0000001", "VariantAccepted"]
 
     kforge_hub.trust("acme")
     v2 = load(kforge_hub, tmp_path, "acme/tiny", 2, trust=False)
     assert v2.returncode == 0, v2.stderr
-    assert v2.stdout.split() == ["80", "2", "_tiny_universal_0000002"]
+    assert v2.stdout.split() == ["80", "2", "_tiny_universal_0000002", "VariantAccepted"]
 
 
 def test_unknown_version_is_reported(kforge_hub, tmp_path):
