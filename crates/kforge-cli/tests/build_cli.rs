@@ -378,3 +378,36 @@ fn rocm_device_only_compiles_the_rocm_component() {
         "{stderr}"
     );
 }
+
+#[test]
+fn newer_glibc_symbol_versions_are_avoided() {
+    let cache = fresh_cache();
+    let work = TempDir::new("glibc");
+    let proj = relu_copy(work.path(), "relu");
+    // Linked plainly on glibc >= 2.34 these are pthread_once@GLIBC_2.34 (std::call_once),
+    // exp/log/pow@GLIBC_2.29 and __libc_single_threaded@GLIBC_2.32 (libstdc++'s shared_ptr):
+    // all above manylinux_2_28, so the build's ABI check would reject the variant.
+    let cpp = proj.join("relu_cpu/relu_cpu.cpp");
+    let src = std::fs::read_to_string(&cpp).unwrap().replace(
+        "#include <cmath>",
+        "#include <cmath>\n#include <memory>\n#include <mutex>",
+    ) + r#"
+extern "C" double kforge_test_glibc(double x) {
+  static std::once_flag once;
+  static double y;
+  std::call_once(once, [&] { y = std::exp(x) + std::log(x) + std::pow(x, 2.5); });
+  auto shared = std::make_shared<double>(y);
+  auto copy = shared;
+  return *copy;
+}
+"#;
+    std::fs::write(&cpp, src).unwrap();
+    let out_dir = work.path().join("out");
+    let stdout = ok(build(
+        cache.path(),
+        &[s(&proj), "--backend", "cpu", "--out", s(&out_dir)],
+    ));
+    assert!(stdout.contains("built: "), "{stdout}");
+    let abi = ok(kforge(cache.path(), &["abi", s(&out_dir.join(CPU))]));
+    assert!(abi.contains("ok: no ABI issues"), "{abi}");
+}
