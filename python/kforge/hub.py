@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,19 +27,27 @@ class KernelRepoNotFoundError(KernelError, ValueError):
     """The repo does not exist on the hub (or is private and no token with access was given)."""
 
 
+_TRUE = ("1", "ON", "YES", "TRUE")
+
+
 def cache_dir() -> Path:
     """KERNELS_CACHE, else huggingface_hub's HF_HUB_CACHE; read at call time so tests and users can switch
     it."""
+    explicit = os.environ.get("KERNELS_CACHE")
+    if explicit:
+        return Path(explicit)  # without importing huggingface_hub: the warm path stays import-free
     from huggingface_hub import constants
 
-    return Path(os.environ.get("KERNELS_CACHE") or constants.HF_HUB_CACHE)
+    return Path(constants.HF_HUB_CACHE)
 
 
 def offline() -> bool:
-    from huggingface_hub import constants
-
-    env = os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE")
-    return env or bool(constants.HF_HUB_OFFLINE)
+    """HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE, as huggingface_hub reads it) now, or as huggingface_hub saw it
+    at import."""
+    if any(os.environ.get(k, "").upper() in _TRUE for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")):
+        return True
+    constants = sys.modules.get("huggingface_hub.constants")
+    return bool(constants is not None and constants.HF_HUB_OFFLINE)
 
 
 def repo_cache(repo_id: str) -> Path:

@@ -64,6 +64,8 @@ def detect_system(backend: str | None = None) -> System:
         os=os_,
         tvm_ffi=tvm,
         macos=platform.mac_ver()[0] or None,
-        free_threaded=bool(sysconfig.get_config_var("Py_GIL_DISABLED")) and sys.version_info < (3, 15),
+        # free-threaded builds exist from 3.13; abi3 extensions load in them from 3.15 (reference §3.4)
+        free_threaded=(3, 13) <= sys.version_info < (3, 15)
+        and bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
         forced_cpu=backend == "cpu",
     )
