@@ -97,11 +97,16 @@ def main() -> int:
         action="append",
         help="build only these backends (repeatable; default: every backend with a toolchain here)",
     )
+    parser.add_argument(
+        "--skip-build",
+        action="store_true",
+        help="push the build/ directories already there (e.g. built on another machine) instead of building",
+    )
     args = parser.parse_args()
     timings: dict[str, float] = {}
     backend_args = [a for b in args.backend or [] for a in ("--backend", b)]
 
-    for project in KERNELS:
+    for project in [] if args.skip_build else KERNELS:
         started = step(f"kforge build kernels/{project}")
         kforge("build", str(REPO / "kernels" / project), *backend_args)
         timings[f"build {project}"] = time.monotonic() - started
