@@ -174,6 +174,11 @@ def import_variant(
             f"{variant_dir}: neither __init__.py nor {meta.python_name}/__init__.py exists"
         )
     existing = sys.modules.get(meta.id)
+    same = next((k for k in _loaded_by_path.values() if k.module is existing), None)
+    if same is not None and meta.digest is not None and same.metadata.raw == meta.raw:
+        # The same build in another place (e.g. a second cache dir): both verified against one digest.
+        _loaded_by_path[variant_dir] = same
+        return same.module
     if existing is not None:
         raise ImportError(
             f"module {meta.id!r} is already loaded from {getattr(existing, '__file__', '?')}; a different "

@@ -31,6 +31,20 @@ def _publish(api, repo_id: str, build_dir: Path, branch: str = "v1") -> str:
     return next(b.target_commit for b in refs.branches if b.name == branch)
 
 
+ACT = "def silu(x):\n    return x * (1 / (1 + (-x).exp()))\n"
+TOP = (
+    "import kforge\nfrom . import layers\n_act = kforge.get_kernel_dep('kforge-test/act')\n\n"
+    "def swish2(x):\n    return 2 * _act.silu(x)\n"
+)
+TOP_LAYERS = """import torch
+
+
+class Double(torch.nn.Module):
+    def forward(self, x):
+        return 2 * x + 0.5
+"""
+
+
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory):
     from huggingface_hub import HfApi
@@ -52,6 +66,19 @@ def hub(tmp_path_factory):
         for name in ("torch211-cxx11-cu130-x86_64-linux", "torch211-cxx11-cpu-aarch64-linux"):
             make_variant(other / name, {"__init__.py": ""}, name="gemm", id_=f"_gemm_{uuid.uuid4().hex[:7]}")
         _publish(api, f"{ORG}/gemm", other)
+        # a kernel with a kernel dependency and a layer, for get_kernel_dep and the locked layer API
+        act = tmp / "act" / "build" / "torch-cpu"
+        make_variant(act, {"__init__.py": ACT}, name="act", id_=f"_act_cpu_{uuid.uuid4().hex[:7]}")
+        _publish(api, f"{ORG}/act", act.parent)
+        top = tmp / "top" / "build" / "torch-cpu"
+        make_variant(
+            top,
+            {"__init__.py": TOP, "layers.py": TOP_LAYERS},
+            name="top",
+            id_=f"_top_cpu_{uuid.uuid4().hex[:7]}",
+            **{"kernel-depends": [{"repo-id": f"{ORG}/act", "version": 1}]},
+        )
+        _publish(api, f"{ORG}/top", top.parent)
         proxy = CountingProxy(server.url)
         yield SimpleNamespace(server=server, token=token, api=api, ns=ns, commit=commit, proxy=proxy, tmp=tmp)
         proxy.close()
@@ -287,3 +314,45 @@ def test_kforge_lock_bad_input(hub, tmp_path):
         hub, "lock", _project(tmp_path / "c", '[tool.kernels.dependencies]\n"kforge-test/relu" = 9\n')
     )
     assert r.returncode == 1 and "has no version 9" in r.stderr
+
+
+def test_kernel_dependencies_from_the_hub(at_hub):
+    """kernel-depends are resolved on the hub and loaded first; the kernel reaches them with
+    get_kernel_dep."""
+    import kforge
+    import torch
+
+    top = kforge.get_kernel("kforge-test/top", version=1, backend="cpu")
+    x = torch.linspace(-2, 2, 5)
+    assert torch.allclose(top.swish2(x), 2 * torch.nn.functional.silu(x))
+    loaded = {k.repo_info.repo_id for k in kforge.get_loaded_kernels() if k.repo_info}
+    assert {"kforge-test/top", "kforge-test/act"} <= loaded
+
+
+def test_locked_layer_repository_kernelizes_from_the_hub(at_hub, tmp_path):
+    """get_locked_kernel through LockedLayerRepository: the locked commit, hash-checked, feeds kernelize."""
+    import kforge
+    import torch
+    from torch import nn
+
+    project = _project(tmp_path / "app", '[tool.kernels.dependencies]\n"kforge-test/top" = 1\n')
+    r = _kforge(at_hub, "lock", project)
+    assert r.returncode == 0, r.stderr
+    lock = json.loads((project / "kernels.lock").read_text())
+    assert [e["dependency"]["repo-id"] for e in lock] == ["kforge-test/top", "kforge-test/act"]  # transitive
+
+    @kforge.use_kernel_forward_from_hub("Double")
+    class Double(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.unused = nn.Parameter(torch.zeros(1))
+
+        def forward(self, x):
+            return 2 * x
+
+    repo = kforge.LockedLayerRepository(
+        "kforge-test/top", lockfile=project / "kernels.lock", layer_name="Double"
+    )
+    with kforge.use_kernel_mapping({"Double": {"cpu": repo}}):
+        model = kforge.kernelize(Double(), mode=kforge.Mode.INFERENCE)
+    assert model(torch.tensor([1.0])).tolist() == [2.5]

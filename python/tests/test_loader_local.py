@@ -12,6 +12,7 @@ import pytest
 import torch
 from kernel_trees import build_extension, make_tree, make_variant, native_variant_name
 from kforge.errors import DigestMismatchError, KernelImportError, MetadataError
+from kforge.metadata import compute_digest
 
 
 def _ns():
@@ -175,9 +176,17 @@ def test_two_versions_side_by_side(tmp_path):
 
 def test_two_builds_claiming_one_id_are_refused(tmp_path):
     ns = _ns()
-    kforge.get_local_kernel(make_tree(tmp_path / "a", ns=ns, native=False), backend="cpu")
+    first = kforge.get_local_kernel(make_tree(tmp_path / "a", ns=ns, native=False), backend="cpu")
+    # The same build copied elsewhere (identical metadata and digest) is the module already loaded.
+    shutil.copytree(tmp_path / "a", tmp_path / "copy", symlinks=True)
+    assert kforge.get_local_kernel(tmp_path / "copy", backend="cpu") is first
+    other = make_tree(tmp_path / "b", ns=ns, native=False)
+    (other / "build" / "torch-cpu" / "__init__.py").write_text("X = 'another build'\n")
+    meta = json.loads((other / "build" / "torch-cpu" / "metadata.json").read_text())
+    meta["digest"]["files"] = compute_digest(other / "build" / "torch-cpu")
+    (other / "build" / "torch-cpu" / "metadata.json").write_text(json.dumps(meta))
     with pytest.raises(ImportError, match="claims the same metadata id"):
-        kforge.get_local_kernel(make_tree(tmp_path / "b", ns=ns, native=False), backend="cpu")
+        kforge.get_local_kernel(other, backend="cpu")
 
 
 def test_python_depends_allowlist_and_minver(tmp_path):
@@ -293,7 +302,6 @@ def test_interop_with_hf_kernels(tmp_path):
 def test_digest_is_computed_exactly_as_genuine_kernels_does(tmp_path):
     """kforge's digest (what it verifies on load) equals kernels 0.17.2's own Digest.hash_variant."""
     from kernels._rust import Digest, DigestAlgorithm
-    from kforge.metadata import compute_digest
 
     d = make_variant(
         tmp_path / "torch-cpu",
