@@ -41,7 +41,7 @@ enum Command {
     Pull(cmd::pull::Args),
     /// Resolve the kernels a Python project depends on into kernels.lock, with per-variant hashes.
     Lock(cmd::lock::Args),
-    /// Download the locked kernels of a Python project into the cache (or a directory).
+    /// Download the locked kernels of a Python project into the cache.
     Download(cmd::download::Args),
     /// Verify a built or downloaded variant: digest and signature.
     Verify(cmd::verify::Args),

@@ -2,7 +2,7 @@
 
 Each load runs in a fresh Python process (torch and the loader imported before the clock starts), so the time
 is get_kernel alone: resolve, download when cold, verify, import. Requests are counted by a proxy in front of
-the hub. Usage: python python/benchmarks/loader_latency.py [--runs N] [--json out.json]
+the hub. Usage: python bench/loader_latency.py [--runs N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import uuid
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parent
 sys.path[:0] = [str(REPO / "python"), str(REPO / "python" / "tests"), str(REPO / "tests")]
 
 from counting_proxy import CountingProxy  # noqa: E402
