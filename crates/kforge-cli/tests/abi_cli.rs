@@ -4,27 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A scratch directory removed on drop (kforge-cli has no tempfile dev-dependency).
-struct TempDir(PathBuf);
+mod common;
 
-impl TempDir {
-    fn new() -> TempDir {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!("kforge-abi-test-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{scratch, text};
 
 fn cc(dir: &Path, name: &str, src: &str) -> PathBuf {
     let src_path = dir.join(format!("{name}.c"));
@@ -53,10 +35,11 @@ fn kforge(args: &[&std::ffi::OsStr], env: &[(&str, &Path)]) -> Run {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
+    let (stdout, stderr) = text(&out);
     Run {
         ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        stdout,
+        stderr,
     }
 }
 
@@ -69,7 +52,7 @@ const SINGLE_THREADED: &str =
 
 #[test]
 fn clean_file_passes_and_a_violation_fails_with_hint() {
-    let dir = TempDir::new();
+    let dir = scratch("kforge-abi-test-");
     let clean = cc(
         dir.path(),
         "clean",
@@ -116,7 +99,7 @@ fn clean_file_passes_and_a_violation_fails_with_hint() {
 
 #[test]
 fn json_output_and_project_discovery() {
-    let dir = TempDir::new();
+    let dir = scratch("kforge-abi-test-");
     let variant = dir.path().join("build/torch211-cxx11-cpu-x86_64-linux");
     std::fs::create_dir_all(&variant).unwrap();
     std::fs::write(variant.join("metadata.json"), "{}").unwrap();
@@ -143,7 +126,7 @@ fn json_output_and_project_discovery() {
 
 #[test]
 fn bad_arguments_are_named() {
-    let dir = TempDir::new();
+    let dir = scratch("kforge-abi-test-");
     let so = cc(dir.path(), "x", "int x(void) { return 0; }\n");
     let r = kforge(
         &[
@@ -220,7 +203,7 @@ fn bad_arguments_are_named() {
 
 #[test]
 fn cache_stats_and_gc_trim_the_oldest_actions() {
-    let dir = TempDir::new();
+    let dir = scratch("kforge-abi-test-");
     let cache = dir.path().join("cache");
     let actions = cache.join("actions");
     for (i, name) in ["old", "mid", "new"].iter().enumerate() {

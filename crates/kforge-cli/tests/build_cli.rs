@@ -6,40 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
+use common::{copy_tree, repo, s, scratch, text};
 use kforge_manifest::metadata::Metadata;
 use kforge_toolchain::{Cache, build_sets, prepare};
+use tempfile::TempDir;
 
 const CPU: &str = "torch211-cxx11-cpu-x86_64-linux";
 const CUDA: &str = "torch211-cxx11-cu130-x86_64-linux";
-
-/// A scratch directory removed on drop (kforge-cli has no tempfile dev-dependency).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!(
-            "kforge-build-test-{}-{n}-{label}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// A cache whose toolchains are the shared (downloaded once) ones and whose actions start empty.
 fn fresh_cache() -> TempDir {
@@ -47,28 +22,13 @@ fn fresh_cache() -> TempDir {
     for set in build_sets().unwrap() {
         prepare(&shared, &set).unwrap();
     }
-    let dir = TempDir::new("cache");
+    let dir = scratch("kforge-build-test-cache-");
     std::os::unix::fs::symlink(
         shared.root().join("toolchains"),
         dir.path().join("toolchains"),
     )
     .unwrap();
     dir
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap().flatten() {
-        let name = e.file_name();
-        if name == "build" || name == "__pycache__" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to.join(&name));
-        } else {
-            std::fs::copy(e.path(), to.join(&name)).unwrap();
-        }
-    }
 }
 
 /// kernels/relu copied to `<dir>/<name>` (outside git, so the id is a content hash).
@@ -93,27 +53,16 @@ fn build(cache: &Path, args: &[&str]) -> Output {
     kforge(cache, &all)
 }
 
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 fn ok(out: Output) -> String {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
     stdout
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
 #[test]
 fn cpu_variant_builds_then_noop_then_only_changed_sources_recompile() {
     let cache = fresh_cache();
-    let work = TempDir::new("incr");
+    let work = scratch("kforge-build-test-incr-");
     let proj = relu_copy(work.path(), "relu");
     let out_dir = work.path().join("out");
     let args = [
@@ -200,7 +149,7 @@ fn cpu_variant_builds_then_noop_then_only_changed_sources_recompile() {
 
 #[test]
 fn two_builds_in_different_directories_are_identical() {
-    let work = TempDir::new("repro");
+    let work = scratch("kforge-build-test-repro-");
     let mut metas = Vec::new();
     for name in ["first", "second-checkout"] {
         let cache = fresh_cache();
@@ -227,7 +176,7 @@ fn two_builds_in_different_directories_are_identical() {
 #[test]
 fn compile_error_shows_the_compiler_message_and_leaves_no_variant() {
     let cache = fresh_cache();
-    let work = TempDir::new("err");
+    let work = scratch("kforge-build-test-err-");
     let proj = relu_copy(work.path(), "relu");
     let cpp = proj.join("relu_cpu/relu_cpu.cpp");
     let src = std::fs::read_to_string(&cpp).unwrap();
@@ -269,7 +218,7 @@ fn compile_error_shows_the_compiler_message_and_leaves_no_variant() {
 #[test]
 fn abi_violations_fail_the_build_unless_warn_only() {
     let cache = fresh_cache();
-    let work = TempDir::new("abi");
+    let work = scratch("kforge-build-test-abi-");
     let proj = relu_copy(work.path(), "relu");
     // arc4random is GLIBC_2.36: newer than manylinux_2_28 allows.
     let cpp = proj.join("relu_cpu/relu_cpu.cpp");
@@ -327,7 +276,7 @@ fn bad_selections_are_one_clear_line() {
         "{stderr}"
     );
 
-    let work = TempDir::new("nomanifest");
+    let work = scratch("kforge-build-test-nomanifest-");
     let out = build(cache.path(), &[s(work.path())]);
     let (_, stderr) = text(&out);
     assert!(!out.status.success());
@@ -337,7 +286,7 @@ fn bad_selections_are_one_clear_line() {
 #[test]
 fn kforge_init_projects_build() {
     let cache = fresh_cache();
-    let work = TempDir::new("init");
+    let work = scratch("kforge-build-test-init-");
     let proj = work.path().join("my-kernel");
     ok(kforge(
         cache.path(),
@@ -353,7 +302,7 @@ fn kforge_init_projects_build() {
 #[test]
 fn rocm_device_only_compiles_the_rocm_component() {
     let cache = fresh_cache();
-    let work = TempDir::new("rocm");
+    let work = scratch("kforge-build-test-rocm-");
     let proj = repo().join("kernels/relu");
     let out_dir = work.path().join("out");
     let args = [
@@ -382,7 +331,7 @@ fn rocm_device_only_compiles_the_rocm_component() {
 #[test]
 fn newer_glibc_symbol_versions_are_avoided() {
     let cache = fresh_cache();
-    let work = TempDir::new("glibc");
+    let work = scratch("kforge-build-test-glibc-");
     let proj = relu_copy(work.path(), "relu");
     // Linked plainly on glibc >= 2.34 these are pthread_once@GLIBC_2.34 (std::call_once),
     // exp/log/pow@GLIBC_2.29 and __libc_single_threaded@GLIBC_2.32 (libstdc++'s shared_ptr):

@@ -7,29 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+mod common;
+
+use common::{copy_tree, repo, scratch, text};
 use kforge_hub::client::{HubClient, hash_file};
 use kforge_hub::model::RepoType;
 
 const KFORGE: &str = env!("CARGO_BIN_EXE_kforge");
 const VARIANT: &str = "torch211-cxx11-cpu-x86_64-linux";
-
-/// A scratch directory removed on drop (kforge-cli has no tempfile dev-dependency).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("kforge-hub-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 struct Server {
     child: Child,
@@ -83,11 +68,8 @@ fn kforge(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
         .envs(env.iter().copied())
         .output()
         .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let (stdout, stderr) = text(&out);
+    (out.status.success(), stdout, stderr)
 }
 
 fn token(data: &Path, user: &str, write: bool) -> String {
@@ -142,12 +124,12 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn push_pull_round_trip_and_cli_errors() {
-    let tmp = TempDir::new("roundtrip");
-    let data = tmp.0.join("data");
+    let tmp = scratch("kforge-hub-cli-roundtrip-");
+    let data = tmp.path().join("data");
     let server = Server::start(&data);
     let url = server.url();
     let tok = token(&data, "alice", true);
-    let src = project(&tmp.0.join("src"), 3);
+    let src = project(&tmp.path().join("src"), 3);
     let env = [("HF_ENDPOINT", url.as_str()), ("HF_TOKEN", tok.as_str())];
 
     let (ok, out, err) = kforge(
@@ -174,7 +156,7 @@ fn push_pull_round_trip_and_cli_errors() {
     assert!(ok, "{err}");
     assert!(out.contains("0 object(s) uploaded"), "{out}");
 
-    let dest = tmp.0.join("dest");
+    let dest = tmp.path().join("dest");
     let (ok, out, err) = kforge(
         &[
             "pull",
@@ -224,7 +206,7 @@ fn push_pull_round_trip_and_cli_errors() {
         "{err}"
     );
     let (ok, _, err) = kforge(
-        &["push", tmp.0.to_str().unwrap(), "--repo", "acme/relu"],
+        &["push", tmp.path().to_str().unwrap(), "--repo", "acme/relu"],
         &env,
     );
     assert!(
@@ -323,10 +305,10 @@ fn big_commit(path: &str, len: usize) -> Vec<u8> {
 
 #[test]
 fn kill_dash_nine_mid_commit_leaves_a_consistent_repo() {
-    let tmp = TempDir::new("crash");
-    let data = tmp.0.join("data");
+    let tmp = scratch("kforge-hub-cli-crash-");
+    let data = tmp.path().join("data");
     let tok = token(&data, "alice", true);
-    let src = project(&tmp.0.join("src"), 5);
+    let src = project(&tmp.path().join("src"), 5);
     let server = Server::start(&data);
     let url = server.url();
     let env = [("HF_ENDPOINT", url.as_str()), ("HF_TOKEN", tok.as_str())];
@@ -412,7 +394,7 @@ fn kill_dash_nine_mid_commit_leaves_a_consistent_repo() {
         }
     }
     // And the pushed build still pulls byte-identical.
-    let dest = tmp.0.join("dest");
+    let dest = tmp.path().join("dest");
     let env = [("HF_ENDPOINT", url.as_str()), ("HF_TOKEN", tok.as_str())];
     let (ok, _, err) = kforge(
         &[
@@ -429,25 +411,10 @@ fn kill_dash_nine_mid_commit_leaves_a_consistent_repo() {
     assert_eq!(snapshot(&dest.join("build")), snapshot(&src.join("build")));
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.path().is_dir() {
-            if e.file_name() != "build" {
-                copy_tree(&e.path(), &target);
-            }
-        } else {
-            std::fs::copy(e.path(), &target).unwrap();
-        }
-    }
-}
-
 #[test]
 fn push_takes_the_repo_from_build_toml() {
-    let tmp = TempDir::new("toml");
-    let data = tmp.0.join("data");
+    let tmp = scratch("kforge-hub-cli-toml-");
+    let data = tmp.path().join("data");
     let server = Server::start(&data);
     let url = server.url();
     let out = Command::new(KFORGE)
@@ -467,8 +434,8 @@ fn push_takes_the_repo_from_build_toml() {
         .unwrap();
     let tok = String::from_utf8(out.stdout).unwrap().trim().to_owned();
     // The relu example declares `[general.hub] repo-id = "kforge-demo/relu"`.
-    let relu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels/relu");
-    let proj = tmp.0.join("relu");
+    let relu = repo().join("kernels/relu");
+    let proj = tmp.path().join("relu");
     copy_tree(&relu, &proj);
     project(&proj, 9);
     std::fs::create_dir_all(proj.join("build/device/rocm")).unwrap();

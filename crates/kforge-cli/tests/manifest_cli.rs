@@ -4,28 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
+mod common;
 
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let p = std::env::temp_dir().join(format!(
-            "kforge-manifest-cli-{tag}-{}-{n}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{scratch, text};
+use tempfile::TempDir;
 
 fn kforge(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kforge"))
@@ -36,20 +18,13 @@ fn kforge(args: &[&str], cwd: &Path) -> Output {
         .unwrap()
 }
 
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).to_string(),
-        String::from_utf8_lossy(&o.stderr).to_string(),
-    )
-}
-
 /// A fresh `kforge init` project in a scratch dir.
-fn new_project(tag: &str, backends: &str) -> (Scratch, PathBuf) {
-    let s = Scratch::new(tag);
-    let o = kforge(&["init", "mykernel", "--backends", backends], &s.0);
+fn new_project(tag: &str, backends: &str) -> (TempDir, PathBuf) {
+    let s = scratch(&format!("kforge-manifest-cli-{tag}-"));
+    let o = kforge(&["init", "mykernel", "--backends", backends], s.path());
     let (out, err) = text(&o);
     assert!(o.status.success(), "{out}{err}");
-    let dir = s.0.join("mykernel");
+    let dir = s.path().join("mykernel");
     (s, dir)
 }
 
@@ -88,12 +63,12 @@ fn init_then_check_and_variants() {
 
 #[test]
 fn init_refuses_bad_names_and_existing_projects() {
-    let s = Scratch::new("init-bad");
-    let o = kforge(&["init", "Bad_Name"], &s.0);
+    let s = scratch("kforge-manifest-cli-init-bad-");
+    let o = kforge(&["init", "Bad_Name"], s.path());
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(err.contains("invalid kernel name `Bad_Name`"), "{err}");
-    let o = kforge(&["init", "x1", "--backends", "cpu,cdua"], &s.0);
+    let o = kforge(&["init", "x1", "--backends", "cpu,cdua"], s.path());
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -101,11 +76,11 @@ fn init_refuses_bad_names_and_existing_projects() {
         "{err}"
     );
     assert!(
-        kforge(&["init", "x1", "--backends", "cpu"], &s.0)
+        kforge(&["init", "x1", "--backends", "cpu"], s.path())
             .status
             .success()
     );
-    let o = kforge(&["init", "x1", "--backends", "cpu"], &s.0);
+    let o = kforge(&["init", "x1", "--backends", "cpu"], s.path());
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(1));
     assert!(err.contains("already exists; pass --overwrite"), "{err}");
@@ -252,7 +227,7 @@ fn each_kind_of_mistake_gives_a_located_error() {
 #[test]
 fn symlink_out_and_layout_errors() {
     let (s, dir) = new_project("layout", "cpu");
-    let outside = s.0.join("outside.cpp");
+    let outside = s.path().join("outside.cpp");
     std::fs::write(&outside, "int x;\n").unwrap();
     let src = dir.join("mykernel_cpu/mykernel_cpu.cpp");
     std::fs::rename(&src, dir.join("moved.cpp")).unwrap();
