@@ -522,6 +522,7 @@ def main() -> int:
         print(f"cargo build -p kforge-cli failed:\n{tail(build.stderr)}", file=sys.stderr)
         return 1
 
+    v = versions()  # before the run: the commit and tree state that was measured
     results = {}
     with tempfile.TemporaryDirectory(prefix="kforge-reliability-") as tmp:
         work = Path(tmp)
@@ -551,13 +552,14 @@ def main() -> int:
             print("\n".join(lines))
             print(f"    {'PASS' if ok else 'FAIL'} ({time.monotonic() - t0:.0f} s)\n", flush=True)
 
-    v = versions()
+    failed = [p for p, r in results.items() if not r["ok"]]
+    summary = ", ".join(f"{p} {'PASS' if r['ok'] else 'FAIL'}" for p, r in results.items())
     md = [
         "# Reliability figures",
         "",
-        "Produced by `.venv/bin/python bench/reliability.py "
-        + " ".join(a for a in sys.argv[1:] if a != str(args.out))
-        + "`.",
+        "Produced by `" + " ".join([".venv/bin/python bench/reliability.py", *sys.argv[1:]]) + "`.",
+        "",
+        f"Overall: **{'PASS' if not failed else 'FAIL'}** ({summary}).",
         "",
         f"- commit `{v['commit']}`{' (with uncommitted changes)' if v['dirty'] else ''}, {v['date']}",
         f"- machine: {v['machine']}",
@@ -570,7 +572,6 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(md))
     print(f"wrote {args.out}")
-    failed = [p for p, r in results.items() if not r["ok"]]
     print("all parts passed" if not failed else f"FAILED: {', '.join(failed)}")
     return 1 if failed else 0
 
