@@ -168,3 +168,18 @@ def verify_variant_signature(variant_dir: Path, trusted_keys: list[bytes]) -> No
         raise SignatureError(
             f"{sig_path}: the ed25519 signature does not verify with key {fields['key-id']}"
         ) from None
+
+
+def enforce_trust(repo_id: str, variant_dir: Path, trust: dict[str, TrustedPublisher] | None = None) -> bool:
+    """The loader's rule for `repo_id`'s publisher (its namespace) in the trust file: a signed variant must
+    verify with one of the publisher's keys; an unsigned one is refused when the publisher requires
+    signatures. Publishers not in the trust file are left to the loader's other checks. Returns whether a
+    signature was verified. Call it before importing anything from `variant_dir`."""
+    trust = load_trust() if trust is None else trust
+    publisher = trust.get(repo_id.split("/", 1)[0])
+    if publisher is None:
+        return False
+    if not (Path(variant_dir) / SIG_FILE).is_file() and not publisher.require_signature:
+        return False
+    verify_variant_signature(variant_dir, publisher.keys)
+    return True

@@ -117,3 +117,19 @@ def test_trust_file(tmp_path, monkeypatch, signed):
         trust.write_text(text)
         with pytest.raises(signing.TrustFileError, match=match):
             signing.load_trust(trust)
+
+
+def test_enforce_trust_follows_the_publisher_entry(signed):
+    variant, public, _ = signed
+    acme = signing.TrustedPublisher([public], True)
+    lab = signing.TrustedPublisher([bytes(32)], False)
+    trust = {"acme": acme, "lab": lab}
+    assert signing.enforce_trust("acme/relu", variant, trust) is True
+    # A publisher whose keys did not sign it is refused, even if it does not require signatures.
+    with pytest.raises(signing.SignatureError, match="not trusted"):
+        signing.enforce_trust("lab/relu", variant, trust)
+    assert signing.enforce_trust("stranger/relu", variant, trust) is False
+    (variant / signing.SIG_FILE).unlink()
+    with pytest.raises(signing.SignatureError, match="is not signed"):
+        signing.enforce_trust("acme/relu", variant, trust)
+    assert signing.enforce_trust("lab/relu", variant, trust) is False
