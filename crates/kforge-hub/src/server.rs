@@ -209,41 +209,61 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
             let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
             repo_api(hub, key, rest, req).await
         }
-        ["kernels", ns, name, "resolve", rev, file @ ..] if get_or_head && !file.is_empty() => {
-            let key = repo_key(RepoType::Kernel, ns, name)?;
-            let file = file.join("/");
-            resolve(hub, key, decode(rev)?, decode(&file)?, req).await
+        _ => {
+            // A kernel repo's file endpoints are a model repo's behind a `kernels/` prefix; a path that is
+            // none of them is still tried as a model repo's.
+            let kernel = match segs.as_slice() {
+                ["kernels", rest @ ..] => repo_file_route(RepoType::Kernel, rest, &method),
+                _ => None,
+            };
+            let Some((repo_type, ns, name, endpoint)) =
+                kernel.or_else(|| repo_file_route(RepoType::Model, &segs, &method))
+            else {
+                return Err(ApiError::not_found(format!(
+                    "no such endpoint: {method} {path} (this hub serves the HF Hub API for model and kernel repos)"
+                )));
+            };
+            let key = repo_key(repo_type, ns, name)?;
+            match endpoint {
+                FileEndpoint::Resolve { rev, file } => {
+                    resolve(hub, key, decode(rev)?, decode(&file)?, req).await
+                }
+                FileEndpoint::LfsObjects { action } => {
+                    lfs_objects(hub, key, action.to_owned(), req).await
+                }
+            }
         }
+    }
+}
+
+/// An endpoint on a repo's files, with its still-encoded path segments.
+enum FileEndpoint<'a> {
+    Resolve { rev: &'a str, file: String },
+    LfsObjects { action: &'a str },
+}
+
+/// `segs` (after any `kernels/` prefix) as (type, namespace, name, endpoint) of a repo file endpoint.
+fn repo_file_route<'a>(
+    repo_type: RepoType,
+    segs: &[&'a str],
+    method: &Method,
+) -> Option<(RepoType, &'a str, &'a str, FileEndpoint<'a>)> {
+    let get_or_head = method == Method::GET || method == Method::HEAD;
+    match segs {
+        // At the root, a reserved first segment is another URL prefix, never a model namespace.
         [ns, name, "resolve", rev, file @ ..]
-            if get_or_head && !file.is_empty() && !RESERVED_NAMESPACES.contains(ns) =>
+            if get_or_head
+                && !file.is_empty()
+                && (repo_type == RepoType::Kernel || !RESERVED_NAMESPACES.contains(ns)) =>
         {
-            let key = repo_key(RepoType::Model, ns, name)?;
             let file = file.join("/");
-            resolve(hub, key, decode(rev)?, decode(&file)?, req).await
-        }
-        ["kernels", ns, git, "info", "lfs", "objects", action] if method == Method::POST => {
-            let name = git.strip_suffix(".git").unwrap_or(git);
-            lfs_objects(
-                hub,
-                repo_key(RepoType::Kernel, ns, name)?,
-                action.to_string(),
-                req,
-            )
-            .await
+            Some((repo_type, ns, name, FileEndpoint::Resolve { rev, file }))
         }
         [ns, git, "info", "lfs", "objects", action] if method == Method::POST => {
             let name = git.strip_suffix(".git").unwrap_or(git);
-            lfs_objects(
-                hub,
-                repo_key(RepoType::Model, ns, name)?,
-                action.to_string(),
-                req,
-            )
-            .await
+            Some((repo_type, ns, name, FileEndpoint::LfsObjects { action }))
         }
-        _ => Err(ApiError::not_found(format!(
-            "no such endpoint: {method} {path} (this hub serves the HF Hub API for model and kernel repos)"
-        ))),
+        _ => None,
     }
 }
 
