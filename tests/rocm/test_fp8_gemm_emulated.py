@@ -5,8 +5,6 @@ and bf16 rounding; it is not a run on AMD hardware."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -14,23 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).resolve().parent
-CLANG = "clang++-19"
-
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory) -> Path:
-    if shutil.which(CLANG) is None:
-        message = f"missing {CLANG}: run scripts/install-rocm-tools.sh"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    exe = tmp_path_factory.mktemp("emu") / "fp8_gemm"
-    src = HERE / "emu" / "fp8_gemm_driver.cpp"
-    cmd = [CLANG, "-std=c++20", "-O2", "-pthread", "-w", "-I", str(HERE / "emu"), str(src), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True)
-    assert proc.returncode == 0, proc.stderr.decode()
-    return exe
+def driver(build_emu_driver) -> Path:
+    return build_emu_driver("fp8_gemm")
 
 
 def run_kernel(exe: Path, a, b, a_scale, b_scale) -> torch.Tensor:

@@ -4,8 +4,6 @@ Not a run on AMD hardware."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -13,8 +11,6 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).resolve().parent
-CLANG = "clang++-19"
 DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
 BITS = {
     torch.float32: torch.int32,
@@ -25,18 +21,8 @@ BITS = {
 
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory) -> Path:
-    if shutil.which(CLANG) is None:
-        message = f"missing {CLANG}: run scripts/install-rocm-tools.sh"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    exe = tmp_path_factory.mktemp("emu") / "relu"
-    src = HERE / "emu" / "relu_driver.cpp"
-    cmd = [CLANG, "-std=c++20", "-O2", "-pthread", "-w", "-I", str(HERE / "emu"), str(src), "-o", str(exe)]
-    proc = subprocess.run(cmd, capture_output=True)
-    assert proc.returncode == 0, proc.stderr.decode()
-    return exe
+def driver(build_emu_driver) -> Path:
+    return build_emu_driver("relu")
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES), ids=str)
