@@ -1,8 +1,8 @@
 //! `kforge check [DIR]`: validate build.toml and the project layout without building.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use kforge_manifest::{Problem, ProjectError, load_project};
+use kforge_manifest::{Problem, Project, ProjectError, load_project};
 
 use super::AlreadyReported;
 
@@ -48,15 +48,23 @@ pub fn report_project_error(err: &ProjectError) {
     );
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let project = match load_project(&args.dir) {
-        Ok(p) => p,
+/// The project in `dir` with its warnings printed; if it does not load, its problems are printed and the
+/// command ends with [`AlreadyReported`].
+pub fn load_and_report(dir: &Path) -> anyhow::Result<Project> {
+    match load_project(dir) {
+        Ok(project) => {
+            report_problems(&project.warnings);
+            Ok(project)
+        }
         Err(err) => {
             report_project_error(&err);
-            return Err(AlreadyReported.into());
+            Err(AlreadyReported.into())
         }
-    };
-    report_problems(&project.warnings);
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let project = load_and_report(&args.dir)?;
     let m = &project.manifest;
     let backends: Vec<&str> = m.general.backends.iter().map(|b| b.as_str()).collect();
     emit(&format!(

@@ -5,10 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use kforge_manifest::plan::{BuildTarget, Plan, hf_build_matrix, plan};
-use kforge_manifest::{Compute, Version, load_project};
+use kforge_manifest::{Compute, Version};
 
-use super::AlreadyReported;
-use super::check::{emit, report_problems, report_project_error};
+use super::check::{emit, load_and_report};
 
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
@@ -92,14 +91,7 @@ fn render_text(p: &Plan) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let project = match load_project(&args.dir) {
-        Ok(p) => p,
-        Err(err) => {
-            report_project_error(&err);
-            return Err(AlreadyReported.into());
-        }
-    };
-    report_problems(&project.warnings);
+    let project = load_and_report(&args.dir)?;
     let targets = if args.all {
         hf_build_matrix()
     } else {
