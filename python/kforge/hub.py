@@ -220,6 +220,17 @@ class Hub:
         )
         return [e.path.split("/", 1)[1] for e in tree if isinstance(e, RepoFolder)]
 
+    def _download_options(self) -> dict:
+        """What every download passes: this hub, kforge's cache (which the loader reads back), and kforge as
+        the client in the user agent."""
+        return {
+            "cache_dir": cache_dir(),
+            "library_name": "kforge",
+            "library_version": LIBRARY_VERSION,
+            "user_agent": self.user_agent,
+            "endpoint": self.api.endpoint,
+        }
+
     def download_variant(self, repo_id: str, commit: str, name: str) -> Path:
         from huggingface_hub import snapshot_download
 
@@ -232,11 +243,7 @@ class Hub:
             revision=commit,
             allow_patterns=[f"build/{name}/*"],
             ignore_patterns=["*.pyc", "**/__pycache__/**"],
-            cache_dir=cache_dir(),
-            library_name="kforge",
-            library_version=LIBRARY_VERSION,
-            user_agent=self.user_agent,
-            endpoint=self.api.endpoint,
+            **self._download_options(),
         )
         return Path(root) / "build" / name
 
@@ -252,11 +259,7 @@ class Hub:
                 filename,
                 repo_type=REPO_TYPE,
                 revision=commit,
-                cache_dir=cache_dir(),
-                library_name="kforge",
-                library_version=LIBRARY_VERSION,
-                user_agent=self.user_agent,
-                endpoint=self.api.endpoint,
+                **self._download_options(),
             )
         )
 
