@@ -185,10 +185,14 @@ def import_variant(
             f"build ({variant_dir}) claims the same metadata id. Two builds must not share an id: rebuild "
             "one of them."
         )
+    _purge_bytecode(variant_dir)
     spec = importlib.util.spec_from_file_location(meta.id, entry)
     module = importlib.util.module_from_spec(spec)
     sys.modules[meta.id] = module
     token = _current_deps.set(dict(deps or {}))
+    # Import from the verified sources only: bytecode is outside the digest, and Python would run a
+    # planted (or unchecked-hash) .pyc without reading the source it claims to come from.
+    dont_write_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     try:
         spec.loader.exec_module(module)
     except Exception as e:
@@ -212,9 +216,22 @@ def import_variant(
             f"({entry}); {hint}"
         ) from e
     finally:
+        sys.dont_write_bytecode = dont_write_bytecode
         _current_deps.reset(token)
     _loaded_by_path[variant_dir] = LoadedKernel(meta, module, repo_info)
     return module
+
+
+def _purge_bytecode(variant_dir: Path) -> None:
+    """Remove every .pyc (and __pycache__) under a verified variant dir; refuse to load if one can't go."""
+    for pyc in sorted(variant_dir.rglob("*.pyc")):
+        try:
+            pyc.unlink()
+        except OSError as e:
+            raise KernelImportError(
+                f"{pyc}: bytecode in a kernel variant is not covered by its digest and could not be removed "
+                f"({e.strerror}); delete it, or load a copy of the variant from a writable directory"
+            ) from None
 
 
 def _local_variant_names(root: Path) -> list[str]:

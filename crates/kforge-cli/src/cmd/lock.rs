@@ -114,11 +114,12 @@ mod tests {
 
     #[test]
     fn interpreter_without_kforge_is_a_clear_error() {
-        // `python3 -I` ignores PYTHONPATH and user site, so kforge is not importable from a system Python.
+        // `python3 -I -S` ignores PYTHONPATH and every site-packages dir, so kforge is not importable even
+        // when the `python3` on PATH is a venv that has it installed (as under scripts/test.sh).
         let dir = std::env::temp_dir().join(format!("kforge-lock-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let shim = dir.join("python");
-        std::fs::write(&shim, "#!/bin/sh\nexec python3 -I \"$@\"\n").unwrap();
+        std::fs::write(&shim, "#!/bin/sh\nexec python3 -I -S \"$@\"\n").unwrap();
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
