@@ -16,6 +16,7 @@ from packaging.version import Version
 from .errors import ArchMismatchError, KernelImportError, MetadataError, NoCompatibleVariantError
 from .hub import CommitState, Hub, choose_variant, offline, repo_cache, trust_allows, untrusted
 from .metadata import Metadata, verify_digest
+from .signing import enforce_trust
 from .system import detect_system
 from .variants import VariantAccepted, VariantRejected, resolve
 
@@ -162,6 +163,10 @@ def import_variant(
     verify_digest(
         variant_dir, meta
     )  # on every load, even a memoized one: a stat per file when nothing changed
+    if repo_info is not None:
+        # Publishers in the trust file (docs/signing.md): a signature must verify, or be present at all
+        # when the publisher requires signatures; checked before anything of the variant is imported.
+        enforce_trust(repo_info.repo_id, variant_dir)
     if variant_dir in _loaded_by_path:
         return _loaded_by_path[variant_dir].module
     if os.environ.get("KFORGE_REQUIRE_DIGEST") == "1" and meta.digest is None:
