@@ -1,6 +1,6 @@
 //! `kforge key`: generate an ed25519 signing key and sign built variants (see docs/signing.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Subcommand;
@@ -49,15 +49,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("key id {}", key_id(&key.verifying_key()));
             Ok(())
         }
-        KeyCommand::Sign { dir, key } => {
-            let key = read_secret_key(&key).context("--key")?;
-            let variants = variant_dirs(&dir)?;
-            for v in &variants {
-                let sig = sign_variant(v, &key)?;
-                println!("signed {} (key {})", v.display(), sig.key_id);
-            }
-            println!("{} variant(s) signed", variants.len());
-            Ok(())
-        }
+        KeyCommand::Sign { dir, key } => sign_all(&dir, &key),
     }
+}
+
+/// Sign every variant under `dir` (a project, its build/ folder or one variant) with the secret key file
+/// `key`; shared by `kforge key sign` and `kforge push --sign`.
+pub fn sign_all(dir: &Path, key: &Path) -> anyhow::Result<()> {
+    let key = read_secret_key(key).with_context(|| format!("signing key {}", key.display()))?;
+    let variants = variant_dirs(dir)?;
+    for v in &variants {
+        let sig = sign_variant(v, &key)?;
+        println!("signed {} (key {})", v.display(), sig.key_id);
+    }
+    println!("{} variant(s) signed", variants.len());
+    Ok(())
 }

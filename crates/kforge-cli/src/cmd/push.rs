@@ -32,6 +32,10 @@ pub struct Args {
     /// Repository type.
     #[arg(long, default_value = "kernel", value_parser = ["kernel", "model"])]
     pub repo_type: String,
+    /// Sign every variant with this secret key (`kforge key generate`) before uploading; the signature
+    /// (metadata.json.kforge-sig) travels with the variant and loaders that trust the key verify it.
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
 }
 
 /// `kernel` or `model`, as accepted by the clap value parser.
@@ -64,6 +68,9 @@ fn hub_defaults(dir: &std::path::Path) -> anyhow::Result<kforge_manifest::Hub> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let endpoint = endpoint(args.endpoint)?;
+    if let Some(key) = &args.sign {
+        super::key::sign_all(&args.dir.join("build"), key).context("--sign")?;
+    }
     let defaults = if args.repo.is_none() || (args.branch.is_none() && args.version.is_none()) {
         hub_defaults(&args.dir)?
     } else {
