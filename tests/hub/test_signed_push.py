@@ -35,7 +35,7 @@ def run_kforge(*args: str | Path, env: dict[str, str] | None = None) -> str:
 
 
 def make_project(root: Path, ns: str) -> Path:
-    """A project with one built noarch variant; its metadata.json carries the digest, as kforge build's does."""
+    """A project with one built noarch variant; metadata.json carries the digest as kforge build writes it."""
     variant = root / "build" / "torch-universal"
     variant.mkdir(parents=True)
     (variant / "__init__.py").write_text("ANSWER = 42\n")
