@@ -49,14 +49,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("key id {}", key_id(&key.verifying_key()));
             Ok(())
         }
-        KeyCommand::Sign { dir, key } => sign_all(&dir, &key),
+        KeyCommand::Sign { dir, key } => sign_all(&dir, &key, "--key"),
     }
 }
 
 /// Sign every variant under `dir` (a project, its build/ folder or one variant) with the secret key file
-/// `key`; shared by `kforge key sign` and `kforge push --sign`.
-pub fn sign_all(dir: &Path, key: &Path) -> anyhow::Result<()> {
-    let key = read_secret_key(key).with_context(|| format!("signing key {}", key.display()))?;
+/// `key`, given on the command line as `flag`; shared by `kforge key sign` and `kforge push --sign`.
+pub fn sign_all(dir: &Path, key: &Path, flag: &str) -> anyhow::Result<()> {
+    let key = read_secret_key(key).with_context(|| format!("{flag} {}", key.display()))?;
     let variants = variant_dirs(dir)?;
     for v in &variants {
         let sig = sign_variant(v, &key)?;

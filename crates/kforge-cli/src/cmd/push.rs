@@ -69,7 +69,7 @@ fn hub_defaults(dir: &std::path::Path) -> anyhow::Result<kforge_manifest::Hub> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let endpoint = endpoint(args.endpoint)?;
     if let Some(key) = &args.sign {
-        super::key::sign_all(&args.dir.join("build"), key).context("--sign")?;
+        super::key::sign_all(&args.dir.join("build"), key, "--sign")?;
     }
     let defaults = if args.repo.is_none() || (args.branch.is_none() && args.version.is_none()) {
         hub_defaults(&args.dir)?
