@@ -1,33 +1,11 @@
-"""Builds the CPU variant once per session with torch's extension builder and exposes it as `fp8_gemm`."""
+"""`fp8_gemm`: the CPU variant built once per session with `kforge build`; `fp8_gemm_cuda`: a CUDA build."""
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-EXT_NAME = "_fp8_gemm_cpu_dev"
-
-# Stand-in for the registration.h that `kforge build` generates (same macros, same behaviour).
-REGISTRATION_H = textwrap.dedent(
-    """
-    #pragma once
-    #include <Python.h>
-    #define _CONCAT(A, B) A##B
-    #define CONCAT(A, B) _CONCAT(A, B)
-    #define _STRINGIFY(A) #A
-    #define STRINGIFY(A) _STRINGIFY(A)
-    #define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
-    #define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
-    #define REGISTER_EXTENSION(NAME)                                                    \\
-      PyMODINIT_FUNC CONCAT(PyInit_, NAME)() {                                          \\
-        static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, STRINGIFY(NAME),     \\
-                                            nullptr, 0, nullptr};                       \\
-        return PyModule_Create(&module);                                                \\
-      }
-    """
-)
 
 
 def make_package(work: Path, ext_name: str):
@@ -52,25 +30,19 @@ def make_package(work: Path, ext_name: str):
 
 @pytest.fixture(scope="session")
 def fp8_gemm(tmp_path_factory):
+    """The CPU variant exactly as users get it: `kforge build --variant <cpu>`, loaded by kforge's loader."""
+    import os
     import subprocess
-    import sysconfig
 
-    import torch
-    from torch.utils import cpp_extension
+    from kforge import get_local_kernel
 
-    work = tmp_path_factory.mktemp("fp8_gemm_build")
-    (work / "registration.h").write_text(REGISTRATION_H)
-    so = work / f"{EXT_NAME}.so"
-    includes = [work, ROOT / "torch-ext", *cpp_extension.include_paths(), sysconfig.get_paths()["include"]]
-    libdir = Path(torch.__file__).parent / "lib"
-    cmd = ["g++", "-O3", "-std=c++17", "-shared", "-fPIC", "-fopenmp", "-DCPU_KERNEL"]
-    cmd += [f"-DTORCH_EXTENSION_NAME={EXT_NAME}", "-D_GLIBCXX_USE_CXX11_ABI=1"]
-    cmd += [f"-I{p}" for p in includes]
-    cmd += [str(ROOT / "torch-ext/torch_binding.cpp"), str(ROOT / "gemm_cpu/gemm_cpu.cpp")]
-    cmd += [f"-L{libdir}", "-lc10", "-ltorch", "-ltorch_cpu", f"-Wl,-rpath,{libdir}", "-o", str(so)]
-    subprocess.run(cmd, check=True)
-    torch.ops.load_library(str(so))
-    return make_package(work, EXT_NAME)
+    kforge = Path(os.environ.get("KFORGE_BIN", ROOT.parent.parent / "target" / "debug" / "kforge"))
+    if not kforge.is_file():
+        pytest.fail(f"kforge binary not found at {kforge}; run `cargo build -p kforge-cli` or set KFORGE_BIN")
+    out = tmp_path_factory.mktemp("fp8_gemm_build")
+    variant = "torch211-cxx11-cpu-x86_64-linux"
+    subprocess.run([str(kforge), "build", str(ROOT), "--variant", variant, "--out", str(out)], check=True)
+    return get_local_kernel(out, backend="cpu")
 
 
 @pytest.fixture(scope="session")
