@@ -6,18 +6,10 @@ use std::path::PathBuf;
 use kforge_build::{
     BuildOptions, DeviceOnlyOptions, Outcome, Selection, build, compile_device_only,
 };
-use kforge_manifest::{Backend, Problem, load_project};
+use kforge_manifest::Backend;
 use kforge_toolchain::Cache;
 
-use super::AlreadyReported;
-
 /// Problems with their source snippets (file:line:col, a marker, help), as miette renders them.
-fn report_problems(problems: &[Problem]) {
-    for p in problems {
-        eprintln!("{:?}", miette::Report::new(p.clone()));
-    }
-}
-
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   kforge build kernels/relu                      # every variant this machine can build
@@ -89,18 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
 
-    let project = match load_project(&args.dir) {
-        Ok(p) => p,
-        Err(err) => {
-            report_problems(&err.problems);
-            eprintln!(
-                "error: {} has problems (see above); `kforge check` explains each",
-                err.dir.join("build.toml").display()
-            );
-            return Err(AlreadyReported.into());
-        }
-    };
-    report_problems(&project.warnings);
+    let project = super::check::load_and_report(&args.dir)?;
 
     if args.device_only {
         let out_dir = args
