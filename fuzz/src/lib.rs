@@ -92,6 +92,7 @@ fn hub_env() -> &'static HubEnv {
         let config = kforge_hub::server::HubConfig {
             max_commit: 4 << 20,
             max_upload: 4 << 20,
+            ..Default::default()
         };
         let hub =
             kforge_hub::server::Hub::open(&scratch_dir("hub"), config).expect("opening the hub");

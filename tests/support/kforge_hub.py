@@ -92,11 +92,11 @@ class Hub:
                 self.process.wait(timeout=timeout)
 
 
-def start_hub(tmp_path: Path, *, timeout: float = 30.0) -> Hub:
+def start_hub(tmp_path: Path, *, timeout: float = 30.0, extra_args: tuple[str, ...] = ()) -> Hub:
     """Launch `kforge hub serve --data tmp_path/hub-data --addr 127.0.0.1:0` and wait until it listens."""
     data_dir = Path(tmp_path) / "hub-data"
     data_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [str(kforge_bin()), "hub", "serve", "--data", str(data_dir), "--addr", "127.0.0.1:0"]
+    cmd = [str(kforge_bin()), "hub", "serve", "--data", str(data_dir), "--addr", "127.0.0.1:0", *extra_args]
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     stderr_lines: list[str] = []
     # Drain stderr continuously so a chatty server never blocks on a full pipe.

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod blobs;
 pub mod client;
 pub mod http;
+pub mod idle;
 pub mod model;
 pub mod paths;
 pub mod server;

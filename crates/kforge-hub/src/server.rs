@@ -43,6 +43,8 @@ pub struct HubConfig {
     pub max_commit: u64,
     /// Largest single uploaded object (LFS PUT, streamed to disk), in bytes.
     pub max_upload: u64,
+    /// A connection on which no read or write completes for this long is closed (stalled clients).
+    pub idle_timeout: std::time::Duration,
 }
 
 impl Default for HubConfig {
@@ -50,6 +52,7 @@ impl Default for HubConfig {
         HubConfig {
             max_commit: 1 << 30,
             max_upload: 64 << 30,
+            idle_timeout: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -1493,9 +1496,11 @@ pub async fn serve(
     on_ready: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let idle_timeout = config.idle_timeout;
     let hub = Hub::open(data_dir, config).map_err(std::io::Error::other)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
     on_ready(listener.local_addr()?);
+    let listener = crate::idle::IdleTimeoutListener::new(listener, idle_timeout);
     axum::serve(listener, router(Arc::new(hub)))
         .with_graceful_shutdown(shutdown)
         .await

@@ -266,6 +266,7 @@ fn bad_input_is_refused_with_clear_4xx_and_writes_nothing() {
     let t = start(HubConfig {
         max_commit: 4096,
         max_upload: 1 << 20,
+        ..HubConfig::default()
     });
     let tok = t.token("alice", true, &["acme"]);
     t.create(&tok, "acme/m", "model");

@@ -30,6 +30,10 @@ enum HubCommand {
         /// Largest single uploaded file (LFS, streamed to disk), in MiB.
         #[arg(long, default_value_t = 65536)]
         max_upload_mib: u64,
+        /// Close a connection on which nothing is read or written for this many seconds (stalled or
+        /// slowloris-style clients, idle keep-alive connections).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+        idle_timeout_secs: u64,
     },
     /// Manage access tokens.
     Token {
@@ -123,11 +127,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             addr,
             max_commit_mib,
             max_upload_mib,
+            idle_timeout_secs,
         } => {
             let dir = data_dir(data)?;
             let config = HubConfig {
                 max_commit: max_commit_mib.saturating_mul(1 << 20),
                 max_upload: max_upload_mib.saturating_mul(1 << 20),
+                idle_timeout: std::time::Duration::from_secs(idle_timeout_secs),
             };
             serve_blocking(&dir, addr, config, |bound| {
                 let mut out = std::io::stdout().lock();
