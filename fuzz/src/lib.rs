@@ -14,11 +14,13 @@ use tower::ServiceExt as _;
 pub fn build_toml(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let file = Path::new("fuzz/build.toml");
-    match kforge_manifest::parse_manifest(&text, file) {
-        Ok((manifest, _warnings)) => {
+    let problems = match kforge_manifest::parse_manifest(&text, file) {
+        Ok((manifest, warnings)) => {
+            let _ = manifest.noarch_backends();
             let _ =
                 kforge_manifest::plan::plan(&manifest, &kforge_manifest::plan::hf_build_matrix());
             let _ = kforge_manifest::migrate::migrate_to_edition5(&text, file);
+            warnings
         }
         Err(e) => {
             // A refusal must say why: at least one error-level problem with a message.
@@ -26,7 +28,17 @@ pub fn build_toml(data: &[u8]) {
             for p in e.errors() {
                 assert!(!p.to_string().is_empty(), "an error with an empty message");
             }
+            e.problems
         }
+    };
+    // Rendering with source spans is what users see: it must not panic on any span the parser produced.
+    let handler =
+        miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor());
+    for p in &problems {
+        let mut out = String::new();
+        handler
+            .render_report(&mut out, p)
+            .expect("rendering to a String");
     }
 }
 
