@@ -10,13 +10,7 @@
 
 void relu(at::Tensor &out, at::Tensor const &input) {
   TORCH_CHECK(input.device().is_cpu(), "relu: input must be a CPU tensor, got ", input.device());
-  TORCH_CHECK(out.device() == input.device(), "relu: out is on ", out.device(), " but input is on ",
-              input.device());
-  TORCH_CHECK(out.scalar_type() == input.scalar_type(), "relu: out has dtype ", out.scalar_type(),
-              " but input has dtype ", input.scalar_type());
-  TORCH_CHECK(out.sizes() == input.sizes(), "relu: out has shape ", out.sizes(), " but input has shape ",
-              input.sizes());
-  TORCH_CHECK(out.is_contiguous(), "relu: out must be contiguous");
+  check_relu_out(out, input);
   at::Tensor const in = input.contiguous();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, in.scalar_type(), "relu_cpu", [&] {
     scalar_t const *src = in.const_data_ptr<scalar_t>();

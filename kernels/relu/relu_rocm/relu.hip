@@ -79,13 +79,7 @@ extern "C" __global__ RELU_WG256 void relu_bf16(
 
 void relu(at::Tensor &out, at::Tensor const &input) {
   TORCH_CHECK(input.device().is_cuda(), "relu: input must be a ROCm (cuda) tensor, got ", input.device());
-  TORCH_CHECK(out.device() == input.device(), "relu: out is on ", out.device(), " but input is on ",
-              input.device());
-  TORCH_CHECK(out.scalar_type() == input.scalar_type(), "relu: out has dtype ", out.scalar_type(),
-              " but input has dtype ", input.scalar_type());
-  TORCH_CHECK(out.sizes() == input.sizes(), "relu: out has shape ", out.sizes(), " but input has shape ",
-              input.sizes());
-  TORCH_CHECK(out.is_contiguous(), "relu: out must be contiguous");
+  check_relu_out(out, input);
   at::Tensor const in = input.contiguous();
   const long n = in.numel();
   if (n == 0) return;
