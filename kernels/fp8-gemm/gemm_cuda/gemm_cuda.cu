@@ -27,27 +27,28 @@ int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 int64_t round_up(int64_t x, int64_t y) { return cdiv(x, y) * y; }
 
 struct Choice {
-  int nc, bn, splits;
+  int nc, bn, splits, cluster;
 };
 
 // Tile shapes compiled for each input type: (consumer warpgroups, block N) and the measured H200 time of one
-// wave of 132 tiles over one 128-K block, in µs (fp8 sweep of bench/results/fp8-gemm-h200.json; bf16 scaled
-// by the 2x tensor-core rate).
+// wave of 132 tiles over one 128-K block, in µs (fp8: fitted to the sweep of bench/results/fp8-gemm-h200.json;
+// bf16 scaled by the 2x tensor-core rate).
 struct Shape {
   int nc, bn;
   double us_per_kb;
 };
-constexpr Shape kFp8Shapes[] = {{2, 192, 0.99}, {2, 128, 0.73}, {2, 64, 0.55}, {1, 128, 0.475}};
+constexpr Shape kFp8Shapes[] = {{2, 192, 1.05}, {2, 128, 0.68}, {2, 64, 0.5}, {1, 128, 0.45}};
 constexpr Shape kBf16Shapes[] = {{2, 128, 1.46}, {2, 64, 1.1}, {1, 128, 0.95}};
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the shape's block time + a fixed
-// ~1 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at the ~1 TB/s the register epilogue
-// reaches, operands at 3 TB/s); split-K adds its fp32 partials. Picks within 3% keep the earlier candidate.
+// ~0.5 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at ~3 TB/s through the TMA-store
+// epilogue, operands at 3 TB/s); split-K adds its fp32 partials. Picks within 3% keep the earlier candidate.
+// 2-CTA clusters are never picked: on the H200 they measured 1.5-2.6x slower than one CTA (docs/fp8-gemm.md).
 template <size_t NS>
 Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sms, int elem_bytes) {
   const int64_t KB = cdiv(K, 128);
-  const double mem = double(M) * N * 2 / 1.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
-  Choice best{shapes[0].nc, shapes[0].bn, 1};
+  const double mem = double(M) * N * 2 / 3.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
+  Choice best{shapes[0].nc, shapes[0].bn, 1, 1};
   double best_cost = 1e300;
   for (const Shape &s : shapes) {
     const int64_t tiles = cdiv(M, 64 * s.nc) * cdiv(N, s.bn);
@@ -55,20 +56,23 @@ Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sm
       const int64_t per = cdiv(KB, splits);
       if (splits > 1 && per < 4) break;
       const int64_t waves = cdiv(tiles * splits, sms);
-      double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? 4.0 : 1.0)), mem);
+      double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? 4.0 : 0.5)), mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / 1.5e6;
-      if (cost < best_cost * 0.97) best_cost = cost, best = {s.nc, s.bn, splits};
+      if (cost < best_cost * 0.97) best_cost = cost, best = {s.nc, s.bn, splits, 1};
     }
   }
   return best;
 }
 
-// FP8GEMM_CONFIG="nc,bn,splits" forces a configuration (benchmark sweeps; not for production use).
+// FP8GEMM_CONFIG="nc,bn,splits[,cluster]" forces a configuration (benchmark sweeps; not for production use).
 bool config_override(Choice &c) {
   const char *env = std::getenv("FP8GEMM_CONFIG");
   if (env == nullptr || *env == '\0') return false;
-  TORCH_CHECK(std::sscanf(env, "%d,%d,%d", &c.nc, &c.bn, &c.splits) == 3 && c.splits >= 1 && c.splits <= 64,
-              "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits\" (e.g. \"2,128,1\"), got \"", env, "\"");
+  c.cluster = 1;
+  const int n = std::sscanf(env, "%d,%d,%d,%d", &c.nc, &c.bn, &c.splits, &c.cluster);
+  TORCH_CHECK((n == 3 || n == 4) && c.splits >= 1 && c.splits <= 64 && (c.cluster == 1 || c.cluster == 2),
+              "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits[,cluster]\" with cluster 1 or 2 (e.g. \"2,128,1,2\"), "
+              "got \"", env, "\"");
   return true;
 }
 
@@ -127,6 +131,14 @@ CUtensorMap make_map(const void *base, CUtensorMapDataType type, int elem_bytes,
 
 bool aligned(const void *p, size_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
+// Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
+// FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
+// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr.
+bool env_flag(const char *name) {
+  const char *env = std::getenv(name);
+  return env != nullptr && std::string(env) == "1";
+}
+
 // A K-major view of one operand in the element type the kernel reads; `keep` owns a prepared copy if any.
 struct Operand {
   at::Tensor keep;
@@ -140,7 +152,7 @@ void launch_prep(const at::Tensor &t, void *dst, int64_t ldo, cudaStream_t strea
   using T = typename Out<kMode>::T;
   const int R = t.size(0), K = t.size(1);
   const auto *src = reinterpret_cast<const uint8_t *>(t.data_ptr());
-  if (t.stride(0) == 1 && R > 1) {  // MN-major: transpose through shared memory
+  if (t.stride(1) != 1) {  // MN-major (stride(0) == 1): transpose through shared memory
     const int64_t ld = t.stride(1);
     const bool vec = R % 4 == 0 && ld % 4 == 0 && aligned(src, 4);
     const dim3 grid(cdiv(R, kTile), cdiv(K, kTile));
@@ -194,8 +206,8 @@ int *split_counters(const at::Device &device, int64_t tiles) {
 }
 
 template <Elem E, int NC, int BN>
-void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &ms,
-                 fp8gemm::sm90::Params p, int grid, cudaStream_t stream) {
+void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &ms, const CUtensorMap &mc,
+                 fp8gemm::sm90::Params p, int64_t cluster_units, int sms, cudaStream_t stream) {
   using Cfg = fp8gemm::sm90::Config<E, NC, BN>;
   auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN>;
   int stages = 1;
@@ -203,19 +215,46 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   p.stages = stages;
   const int smem = Cfg::smem_bytes(stages);
   // Per device; std::call_once is avoided because it pulls pthread_once@GLIBC_2.34 (manylinux_2_28).
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = p.cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  // Per device: the raised shared-memory limit and how many clusters fit at once (2-CTA clusters must share a
+  // GPC, so not every SM pair can host one). std::call_once is avoided because it pulls pthread_once@GLIBC_2.34
+  // (manylinux_2_28).
   static std::mutex mu;
-  static std::unordered_map<int, bool> raised;
+  static std::unordered_map<int, int> max_clusters;  // key: device * 4 + cluster size
+  int fit = sms / p.cluster;
   {
     int dev = 0;
     C10_CUDA_CHECK(cudaGetDevice(&dev));
     std::lock_guard<std::mutex> lock(mu);
-    if (!raised[dev]) {
+    auto it = max_clusters.find(dev * 4 + p.cluster);
+    if (it == max_clusters.end()) {
       C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-      raised[dev] = true;
+      if (p.cluster > 1) {
+        cfg.gridDim = dim3(p.cluster * fit);
+        int n = 0;
+        C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+        fit = std::max(1, std::min(fit, n));
+      }
+      it = max_clusters.emplace(dev * 4 + p.cluster, fit).first;
     }
+    fit = it->second;
   }
-  kernel<<<grid, Cfg::kThreads, smem, stream>>>(ma, mb, ms, p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  cfg.gridDim = dim3(int(std::min<int64_t>(cluster_units, fit)) * p.cluster);
+  if (env_flag("FP8GEMM_VERBOSE")) {
+    std::fprintf(stderr,
+                 "fp8gemm: M=%d N=%d K=%d nc=%d bn=%d splits=%d cluster=%d (at most %d resident) stages=%d "
+                 "smem=%d grid=%u tma_store=%d\n",
+                 p.M, p.N, p.K, NC, BN, p.splits, p.cluster, fit, stages, smem, cfg.gridDim.x, p.tma_store);
+  }
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, ms, mc, p));
 }
 
 void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
@@ -237,32 +276,39 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const int eb = strict ? 2 : 1;
   const uint32_t box_k = 128 / eb;  // one 128-byte swizzle row
   const CUtensorMap ma = make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, BM, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap mb = make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, ch.bn, CU_TENSOR_MAP_SWIZZLE_128B);
+  const uint32_t b_rows = ch.bn / ch.cluster;  // each CTA of a cluster loads (and multicasts) its share of B
+  const CUtensorMap mb = make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, b_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
                                   CU_TENSOR_MAP_SWIZZLE_NONE);
 
   fp8gemm::sm90::Params p{};
   p.M = M, p.N = N, p.K = K, p.KB = KB;
   p.num_m = cdiv(M, BM), p.num_n = cdiv(N, ch.bn);
+  p.cluster = ch.cluster;
+  p.num_mc = cdiv(p.num_m, ch.cluster);
   p.splits = std::min<int64_t>(ch.splits, KB);
-  p.group_m = 8;
+  p.group_m = 8 / ch.cluster;  // 8 M blocks sweep N together either way
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
-  const int64_t tiles = int64_t(p.num_m) * p.num_n, units = tiles * p.splits;
+  // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it).
+  p.tma_store = N % 8 == 0 && aligned(c.data_ptr(), 16) && !env_flag("FP8GEMM_REGISTER_EPILOGUE");
+  const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N, 64, 64,
+                                                CU_TENSOR_MAP_SWIZZLE_128B)
+                                     : ma;  // unused by the kernel
+  const int64_t tiles = int64_t(p.num_mc) * p.cluster * p.num_n, units = tiles * p.splits;
   at::Tensor workspace;
   if (p.splits > 1) {
     workspace = at::empty({units * BM * ch.bn}, a.options().dtype(at::kFloat));
     p.workspace = workspace.data_ptr<float>();
     p.counters = split_counters(a.device(), tiles);
   }
-  const int grid = int(std::min<int64_t>(units, sms));
 
-#define FP8GEMM_CASE(E, NC, BN)                                 \
-  if (ch.nc == NC && ch.bn == BN) {                             \
-    launch_sm90<E, NC, BN>(ma, mb, ms, p, grid, stream);        \
-    return;                                                     \
+#define FP8GEMM_CASE(E, NC, BN)                                                 \
+  if (ch.nc == NC && ch.bn == BN) {                                             \
+    launch_sm90<E, NC, BN>(ma, mb, ms, mc, p, units / p.cluster, sms, stream);  \
+    return;                                                                     \
   }
   if (strict) {
     FP8GEMM_CASE(Elem::kBF16, 2, 128)
@@ -292,11 +338,6 @@ void run_generic(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_s
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device (tests compare the two paths).
-bool force_generic() {
-  const char *env = std::getenv("FP8GEMM_FORCE_GENERIC");
-  return env != nullptr && std::string(env) == "1";
-}
 }  // namespace
 
 void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
@@ -319,6 +360,8 @@ void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_sca
     if (it == fast.end()) it = fast.emplace(a.device().index(), has_sm90a(a.device().index())).first;
     use_fast = it->second;
   }
-  if (use_fast && !force_generic() && aligned(c.data_ptr(), 4)) return run_sm90(a, b, a_scale, b_scale, c, strict);
+  if (use_fast && !env_flag("FP8GEMM_FORCE_GENERIC") && aligned(c.data_ptr(), 4)) {
+    return run_sm90(a, b, a_scale, b_scale, c, strict);
+  }
   run_generic(a, b, a_scale, b_scale, c);  // exact fp32 products: meets both precision modes
 }

@@ -1,6 +1,6 @@
 // Operand preparation for the sm_90a kernel, which reads K-major rows through TMA: MN-major inputs are
-// transposed (shared-memory tiles, 4-byte accesses on both sides), fnuz bits are remapped onto fn, and strict
-// mode widens e4m3 to bf16 (exact: every e4m3/e4m3fnuz value is a bf16 value).
+// transposed (shared-memory tiles, 16-byte accesses where alignment allows), fnuz bits are remapped onto fn,
+// and strict mode widens e4m3 to bf16 (exact: every e4m3/e4m3fnuz value is a bf16 value).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -50,81 +50,143 @@ __device__ __forceinline__ typename Out<kMode>::T convert(uint8_t b) {
   else return widen(b, kMode == Mode::kToBf16Fnuz);
 }
 
-constexpr int kTile = 64, kThreads = 256, kPad = 4;
+constexpr int kTile = 128, kThreads = 256;
 
-// src element (r, k) at src[r + k * ld] (MN-major); dst row-major [R][ldo]. vec: R % 4 == 0, ld % 4 == 0 and a
-// 4-byte aligned base, so a thread reads 4 consecutive r at once.
+// The 4 bytes of w (lowest first), converted and packed into sizeof(T) words.
 template <Mode kMode>
-__global__ void __launch_bounds__(kThreads)
-    transpose_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
-  __shared__ uint8_t tile[kTile][kTile + kPad];  // [k][r]
-  const int r0 = blockIdx.x * kTile, k0 = blockIdx.y * kTile;
+__device__ __forceinline__ void convert4(uint32_t w, uint32_t *o) {
+  if constexpr (kMode == Mode::kCopy) {
+    o[0] = w;
+  } else if constexpr (sizeof(typename Out<kMode>::T) == 1) {
+    o[0] = 0;
 #pragma unroll
-  for (int i = 0; i < kTile * kTile / 4 / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads;
-    const int kk = idx / (kTile / 4), rr = (idx % (kTile / 4)) * 4;
-    const int k = k0 + kk, r = r0 + rr;
-    uint32_t v = 0;
-    if (k < K) {
-      if (vec && r + 3 < R) {
-        v = *reinterpret_cast<const uint32_t *>(src + r + k * ld);
-      } else {
-        for (int q = 0; q < 4; ++q)
-          if (r + q < R) v |= uint32_t(src[r + q + k * ld]) << (8 * q);
-      }
-    }
-    *reinterpret_cast<uint32_t *>(&tile[kk][rr]) = v;
-  }
-  __syncthreads();
-  using T = typename Out<kMode>::T;
+    for (int q = 0; q < 4; ++q) o[0] |= uint32_t(convert<kMode>(uint8_t(w >> (8 * q)))) << (8 * q);
+  } else {
 #pragma unroll
-  for (int i = 0; i < kTile * kTile / 4 / kThreads; ++i) {
-    const int idx = threadIdx.x + i * kThreads;
-    const int rr = idx / (kTile / 4), kk = (idx % (kTile / 4)) * 4;
-    const int r = r0 + rr, k = k0 + kk;
-    if (r >= R || k >= K) continue;
-    T o[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) o[q] = convert<kMode>(tile[kk + q][rr]);
-    T *d = dst + int64_t(r) * ldo + k;
-    if (k + 3 < K) {
-      if constexpr (sizeof(T) == 1) {
-        *reinterpret_cast<uint32_t *>(d) =
-            uint32_t(o[0]) | uint32_t(o[1]) << 8 | uint32_t(o[2]) << 16 | uint32_t(o[3]) << 24;
-      } else {
-        *reinterpret_cast<uint2 *>(d) = *reinterpret_cast<const uint2 *>(o);
-      }
-    } else {
-      for (int q = 0; q < 4 && k + q < K; ++q) d[q] = o[q];
-    }
+    for (int h = 0; h < 2; ++h)
+      o[h] = uint32_t(__bfloat16_as_ushort(convert<kMode>(uint8_t(w >> (16 * h))))) |
+             uint32_t(__bfloat16_as_ushort(convert<kMode>(uint8_t(w >> (16 * h + 8))))) << 16;
   }
 }
 
-// src element (r, k) at src[r * ld + k] (K-major rows); dst row-major [R][ldo]; one thread per 4 elements,
-// read as one 4-byte word when `vec` (K % 4 == 0, ld % 4 == 0, 4-byte aligned base).
+// kN (2 or 4) words from a 4 * kN byte aligned p.
+template <int kN>
+__device__ __forceinline__ void load_words(const void *p, uint32_t *w) {
+  if constexpr (kN == 4) {
+    const uint4 v = *reinterpret_cast<const uint4 *>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else {
+    const uint2 v = *reinterpret_cast<const uint2 *>(p);
+    w[0] = v.x, w[1] = v.y;
+  }
+}
+
+// The first n bytes from p (n may be <= 0 or > 4), one word load when `vec` and n >= 4: the callers' `vec`
+// then guarantees a 4-byte aligned p.
+__device__ __forceinline__ uint32_t load4(const uint8_t *p, int n, bool vec) {
+  if (vec && n >= 4) return *reinterpret_cast<const uint32_t *>(p);
+  uint32_t w = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (j < n) w |= uint32_t(p[j]) << (8 * j);
+  return w;
+}
+
+// 16 bytes o to d: one store when all n >= 16 are wanted (d is then 16-byte aligned: ldo * sizeof(T) is a
+// multiple of 16 and the base is aligned), else the first n bytes.
+__device__ __forceinline__ void store16(uint8_t *d, const uint32_t *o, int n) {
+  if (n >= 16) {
+    *reinterpret_cast<uint4 *>(d) = make_uint4(o[0], o[1], o[2], o[3]);
+  } else {
+#pragma unroll
+    for (int b = 0; b < 16; ++b)
+      if (b < n) d[b] = uint8_t(o[b / 4] >> (8 * (b % 4)));
+  }
+}
+
+// Shared tile [r][k] as words; each row's 16-byte chunks are XOR-swizzled by r / 16 so that a warp's
+// transposed 4-byte writes (8 rows 16 apart x 4 k words) and its 16- or 8-byte row reads are conflict-free.
+__device__ __forceinline__ int swizzle(int r) { return (r / 16 % 8) * 4; }
+
+// src element (r, k) at src[r + k * ld] (MN-major); dst row-major [R][ldo]. Each thread loads 16 r x 4 k
+// bytes (four 16-byte loads when ld and the base are 16-byte aligned; else 4-byte words when `vec`, i.e.
+// R % 4 == 0, ld % 4 == 0 and a 4-byte aligned base; else single bytes), transposes them in registers as 4x4
+// byte blocks and writes words of 4 k; rows then leave shared memory as 16-byte stores.
+template <Mode kMode>
+__global__ void __launch_bounds__(kThreads)
+    transpose_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
+  static_assert(kTile == 128 && kThreads == 256, "one 16 r x 4 k block per thread covers the tile");
+  using T = typename Out<kMode>::T;
+  __shared__ __align__(16) uint32_t tile[kTile][kTile / 4];
+  const int r0 = blockIdx.x * kTile, k0 = blockIdx.y * kTile;
+  // A warp reads 4 k rows of 128 contiguous bytes.
+  const int rv = threadIdx.x % 8 * 16, kw = threadIdx.x / 8;
+  const int r = r0 + rv, k = k0 + kw * 4;
+  const uint8_t *s = src + r + k * ld;
+  uint32_t v[4][4];  // [k][r / 4]
+  if (r + 16 <= R && k + 4 <= K && ld % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) load_words<4>(s + q * ld, v[q]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) v[q][c] = k + q < K ? load4(s + q * ld + 4 * c, R - r - 4 * c, vec) : 0;
+  }
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const uint32_t lo01 = __byte_perm(v[0][c], v[1][c], 0x5140), hi01 = __byte_perm(v[0][c], v[1][c], 0x7362);
+    const uint32_t lo23 = __byte_perm(v[2][c], v[3][c], 0x5140), hi23 = __byte_perm(v[2][c], v[3][c], 0x7362);
+    uint32_t *t = &tile[rv + 4 * c][kw ^ swizzle(rv)];
+    t[0] = __byte_perm(lo01, lo23, 0x5410);  // row rv + 4c + j: k .. k + 3
+    t[kTile / 4] = __byte_perm(lo01, lo23, 0x7632);
+    t[2 * kTile / 4] = __byte_perm(hi01, hi23, 0x5410);
+    t[3 * kTile / 4] = __byte_perm(hi01, hi23, 0x7632);
+  }
+  __syncthreads();
+  // Each 16-byte store takes kVec elements; a warp store covers whole tile rows.
+  constexpr int kVec = 16 / sizeof(T), kPerRow = kTile / kVec, kIters = kTile * kPerRow / kThreads;
+  uint32_t w[kIters][kVec / 4];  // all shared reads first, so their latencies overlap
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int idx = threadIdx.x + i * kThreads, rl = idx / kPerRow, kl = idx % kPerRow * kVec;
+    load_words<kVec / 4>(&tile[rl][kl / 4 ^ swizzle(rl)], w[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kIters; ++i) {
+    const int idx = threadIdx.x + i * kThreads, rl = idx / kPerRow, kl = idx % kPerRow * kVec;
+    if (r0 + rl >= R || k0 + kl >= K) continue;
+    uint32_t o[4];
+#pragma unroll
+    for (int c = 0; c < kVec / 4; ++c) convert4<kMode>(w[i][c], o + c * sizeof(T));
+    store16(reinterpret_cast<uint8_t *>(dst + (r0 + rl) * ldo + k0 + kl), o, (K - k0 - kl) * int(sizeof(T)));
+  }
+}
+
+// src element (r, k) at src[r * ld + k] (K-major rows); dst row-major [R][ldo]; one thread per 16-byte store
+// (16 or 8 elements), read at once when ld and the base allow, else as 4-byte words when `vec` (K % 4 == 0,
+// ld % 4 == 0, 4-byte aligned base), else as bytes.
 template <Mode kMode>
 __global__ void __launch_bounds__(kThreads)
     rows_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
   using T = typename Out<kMode>::T;
-  const int groups = (K + 3) / 4;
+  constexpr int kVec = 16 / sizeof(T);
+  const bool wide = ld % kVec == 0 && reinterpret_cast<uintptr_t>(src) % kVec == 0;
+  const int groups = (K + kVec - 1) / kVec;
   const int64_t total = int64_t(R) * groups;
   for (int64_t g = blockIdx.x * int64_t(kThreads) + threadIdx.x; g < total; g += int64_t(gridDim.x) * kThreads) {
-    const int r = int(g / groups), k = int(g % groups) * 4;
-    T *d = dst + int64_t(r) * ldo + k;
-    if (vec) {
-      const uint32_t w = *reinterpret_cast<const uint32_t *>(src + r * ld + k);
-      T o[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) o[q] = convert<kMode>(uint8_t(w >> (8 * q)));
-      if constexpr (sizeof(T) == 1) {
-        *reinterpret_cast<uint32_t *>(d) =
-            uint32_t(o[0]) | uint32_t(o[1]) << 8 | uint32_t(o[2]) << 16 | uint32_t(o[3]) << 24;
-      } else {
-        *reinterpret_cast<uint2 *>(d) = *reinterpret_cast<const uint2 *>(o);
-      }
+    const int r = int(g / groups), k = int(g % groups) * kVec;
+    const uint8_t *s = src + r * ld + k;
+    uint32_t w[kVec / 4], o[4];
+    if (wide && k + kVec <= K) {
+      load_words<kVec / 4>(s, w);
     } else {
-      for (int q = 0; q < 4 && k + q < K; ++q) d[q] = convert<kMode>(src[r * ld + k + q]);
+#pragma unroll
+      for (int c = 0; c < kVec / 4; ++c) w[c] = load4(s + 4 * c, K - k - 4 * c, vec);
     }
+#pragma unroll
+    for (int c = 0; c < kVec / 4; ++c) convert4<kMode>(w[c], o + c * sizeof(T));
+    store16(reinterpret_cast<uint8_t *>(dst + r * ldo + k), o, (K - k) * int(sizeof(T)));
   }
 }
 

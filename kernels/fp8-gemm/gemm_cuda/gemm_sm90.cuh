@@ -6,6 +6,10 @@
 // stage and folds acc * a_scale[row] * b_scale[col/128] into its FP32 result; with NC = 2 one warpgroup's
 // promotion overlaps the other's tensor-core work. Operands are K-major in global memory (the host makes them
 // so) and land in shared memory with the 128-byte swizzle that the wgmma descriptors name.
+//
+// With a cluster of 2 CTAs (adjacent M blocks, same N block) each CTA loads half of the shared B tile and TMA
+// multicasts it into both: L2->SM traffic, the limit of the single-CTA kernel (~6 TB/s at every tile shape),
+// drops by a quarter to a third. A stage is then refilled only after the consumers of both CTAs released it.
 #pragma once
 
 #include <cuda.h>
@@ -38,6 +42,8 @@ constexpr int kSplitFlagBytes = 16;
 struct Params {
   int M, N, K, KB;        // KB = ceil(K / 128)
   int num_m, num_n;       // tiles along M and N
+  int cluster;            // CTAs per cluster along M (1 or 2); they share, and multicast, the B tile
+  int num_mc;             // cluster rows: ceil(num_m / cluster)
   int splits;             // K splits per tile (1 = none)
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
   int stages;
@@ -45,6 +51,7 @@ struct Params {
   int64_t bs_s0, bs_s1;
   float scale_mul;        // 0.25 for fnuz bits read as fn (each operand is half the fn value)
   __nv_bfloat16 *c;       // [M, N] row-major
+  int tma_store;          // 1: epilogue through shared memory + TMA store (needs N % 8 == 0, 16-byte aligned c)
   float *workspace;       // split-K partials, one BM x BN slot per work unit
   int *counters;          // split-K arrival counters, one per tile, zero between launches
 };
@@ -72,9 +79,12 @@ struct Config {
   static constexpr int kStageBytes = kABytes + kBBytes + kScaleBytes;
   static constexpr int kThreads = 128 * (NC + 1);
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
-  // smem: [stages x (A | B)] 1024-aligned tiles, then [stages x a_scale], then 2 x stages mbarriers, flag.
+  // Output staging per consumer: 64 rows x BN bf16 as BN/64 boxes of 64 x 128 B, 128-byte swizzled.
+  static constexpr int kEpiBytes = 64 * BN * 2;
+  // smem: [stages x (A | B)] 1024-aligned tiles, [NC x output staging], [stages x a_scale], 2 x stages
+  // mbarriers, flag.
   static int smem_bytes(int stages) {
-    return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + stages * 16 + kSplitFlagBytes;
+    return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + NC * kEpiBytes + stages * 16 + kSplitFlagBytes;
   }
 };
 
@@ -116,6 +126,45 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, u
       : "memory");
 }
 
+// Multicast: the same box lands at the same shared-memory offset, and completes on the same barrier, in every
+// CTA of `mask`.
+__device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
+                                                      int c1, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
+
+// Arrive on the barrier at the same offset in CTA `rank` of this cluster (this CTA's own for its own rank).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void *src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem_u32(src)), "r"(c0), "r"(c1)
+               : "memory");
+}
+
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ void prefetch_map(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
@@ -136,27 +185,31 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-__device__ __forceinline__ void consumer_sync(int threads) {
-  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
-}
+__device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
 
-// Work unit -> (m block, n block, split). Splits of one tile are adjacent so they run at the same time.
-__device__ __forceinline__ void unit_coords(const Params &p, int unit, int &mb, int &nb, int &split) {
+// Cluster work unit -> this CTA's (m block, n block, split, tile index). Splits of one tile are adjacent so they
+// run at the same time; cluster rows are rasterised in groups of `group_m` that sweep N together. The second
+// CTA of a cluster on an odd last row gets m block num_m: its loads are out of bounds (zero-filled) and its
+// stores are dropped.
+__device__ __forceinline__ void unit_coords(const Params &p, int unit, uint32_t rank, int &mb, int &nb, int &split,
+                                            int &tile) {
   split = unit % p.splits;
-  const int tile = unit / p.splits;
+  const int ctile = unit / p.splits;
   const int per_group = p.group_m * p.num_n;
-  const int group = tile / per_group, first_m = group * p.group_m;
-  const int rows = min(p.num_m - first_m, p.group_m);
-  const int in_group = tile % per_group;
-  mb = first_m + in_group % rows;
+  const int group = ctile / per_group, first_m = group * p.group_m;
+  const int rows = min(p.num_mc - first_m, p.group_m);
+  const int in_group = ctile % per_group;
+  mb = (first_m + in_group % rows) * p.cluster + int(rank);
   nb = in_group / rows;
+  tile = ctile * p.cluster + int(rank);
 }
 #endif  // FP8GEMM_SM90A
 
 template <Elem E, int NC, int BN>
 __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                const __grid_constant__ CUtensorMap map_as, const Params p) {
+                const __grid_constant__ CUtensorMap map_as, const __grid_constant__ CUtensorMap map_c,
+                const Params p) {
 #ifdef FP8GEMM_SM90A
   using C = Config<E, NC, BN>;
   constexpr int BM = C::BM, kSub = C::kSub, kAcc = C::kAcc;
@@ -165,36 +218,42 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int S = p.stages;
-  uint8_t *tiles = smem;                                                    // S x (A | B)
-  float *scales = reinterpret_cast<float *>(smem + S * (C::kABytes + C::kBBytes));  // S x BM
+  uint8_t *tiles = smem;                                   // S x (A | B)
+  uint8_t *epi = smem + S * (C::kABytes + C::kBBytes);     // NC x output staging
+  float *scales = reinterpret_cast<float *>(epi + NC * C::kEpiBytes);  // S x BM
   uint64_t *full = reinterpret_cast<uint64_t *>(scales + S * BM);
   uint64_t *empty = full + S;
   int *split_flag = reinterpret_cast<int *>(empty + S);
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  const int total_units = p.num_m * p.num_n * p.splits;
+  const uint32_t rank = p.cluster > 1 ? cluster_rank() : 0;
+  const int total_units = p.num_mc * p.num_n * p.splits;
+  const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
   const int kb_per_split = (p.KB + p.splits - 1) / p.splits;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], 1);
-      mbar_init(&empty[s], NC * 4);  // lane 0 of every consumer warp
+      mbar_init(&empty[s], p.cluster * NC * 4);  // lane 0 of every consumer warp of every CTA in the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_map(&map_a);
     prefetch_map(&map_b);
     prefetch_map(&map_as);
+    if (p.tma_store) prefetch_map(&map_c);
   }
-  __syncthreads();
+  // The peer's barriers must be initialised before its first multicast or remote arrive reaches them.
+  if (p.cluster > 1) cluster_sync();
+  else __syncthreads();
 
   if (wg == 0) {
     // Producer: one thread walks the same unit sequence as the consumers and keeps the ring full.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {
       int it = 0;
-      for (int unit = blockIdx.x; unit < total_units; unit += gridDim.x) {
-        int mb, nb, split;
-        unit_coords(p, unit, mb, nb, split);
+      for (int unit = first_unit; unit < total_units; unit += unit_stride) {
+        int mb, nb, split, tile;
+        unit_coords(p, unit, rank, mb, nb, split, tile);
         const int kb0 = split * kb_per_split, kb1 = min(p.KB, kb0 + kb_per_split);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
           const int s = it % S;
@@ -206,7 +265,13 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
           for (int sub = 0; sub < kSub; ++sub) {
             const int k_elem = kb * kQuant + sub * (kQuant / kSub);
             tma_load_2d(a_dst + sub * BM * kRowBytes, &map_a, &full[s], k_elem, mb * BM);
-            tma_load_2d(b_dst + sub * BN * kRowBytes, &map_b, &full[s], k_elem, nb * BN);
+            if (p.cluster > 1) {
+              constexpr int kHalf = BN / 2;  // a multiple of 8 rows: the halves keep the swizzle phase
+              tma_load_2d_multicast(b_dst + (sub * BN + int(rank) * kHalf) * kRowBytes, &map_b, &full[s], k_elem,
+                                    nb * BN + int(rank) * kHalf, 0x3);
+            } else {
+              tma_load_2d(b_dst + sub * BN * kRowBytes, &map_b, &full[s], k_elem, nb * BN);
+            }
           }
           tma_load_2d(scales + s * BM, &map_as, &full[s], mb * BM, kb);
         }
@@ -221,9 +286,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
     const int NB = (p.N + kQuant - 1) / kQuant;
     float acc[kAcc], res[kAcc];
     int it = 0;
-    for (int unit = blockIdx.x; unit < total_units; unit += gridDim.x) {
-      int mb, nb, split;
-      unit_coords(p, unit, mb, nb, split);
+    for (int unit = first_unit; unit < total_units; unit += unit_stride) {
+      int mb, nb, split, tile;
+      unit_coords(p, unit, rank, mb, nb, split, tile);
       const int kb0 = split * kb_per_split, kb1 = min(p.KB, kb0 + kb_per_split);
       const int n0 = nb * BN;
       // A tile spans at most two b_scale blocks (BN <= 192 and n0 % 128 in {0, 64}); columns from `hi_from`
@@ -232,50 +297,66 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) res[i] = 0.f;
-      for (int kb = kb0; kb < kb1; ++kb, ++it) {
-        const int s = it % S;
+
+      // Issues block kb's wgmma (ring slot `slot`) into `d` and returns its combined scales. A's scales are
+      // read right after the full barrier, long before the stage is released: read after the wgmma wait,
+      // they were seen overwritten by the stage's next TMA on large grids (bench/results/fp8-gemm-h200.md).
+      auto issue = [&](float(&d)[kAcc], int kb, int slot, float(&f)[4]) __attribute__((always_inline)) {
+        const int s = slot % S;
         const float sb_lo = __ldg(p.b_scale + nblk_lo * p.bs_s0 + kb * p.bs_s1);
         const float sb_hi = __ldg(p.b_scale + nblk_hi * p.bs_s0 + kb * p.bs_s1);
-        mbar_wait(&full[s], (it / S) & 1);
-        // A's scales are read now, long before this stage is released: read after the wgmma wait, they were
-        // seen overwritten by the stage's next TMA on large grids (bench/results/fp8-gemm-h200.md).
+        mbar_wait(&full[s], (slot / S) & 1);
         float sa0 = scales[s * BM + row_in_tile], sa1 = scales[s * BM + row_in_tile + 8];
         asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");
         const uint8_t *a_src = tiles + s * (C::kABytes + C::kBBytes) + cw * 64 * kRowBytes;
         const uint8_t *b_src = tiles + s * (C::kABytes + C::kBBytes) + C::kABytes;
-        fence_regs(acc);
+        fence_regs(d);
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
         for (int step = 0; step < kSteps; ++step) {
           const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
-          Wgmma<E, BN>::run(acc, smem_desc(a_src + sub * BM * kRowBytes + off),
+          Wgmma<E, BN>::run(d, smem_desc(a_src + sub * BM * kRowBytes + off),
                             smem_desc(b_src + sub * BN * kRowBytes + off), step > 0);
         }
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        fence_regs(acc);
         sa0 *= p.scale_mul, sa1 *= p.scale_mul;
-        asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");  // the loads have returned before the release
+        f[0] = sa0 * sb_lo, f[1] = sa0 * sb_hi, f[2] = sa1 * sb_lo, f[3] = sa1 * sb_hi;
+      };
+      // After the wait that covers block `slot`'s wgmma: release its stage, fold `d` into res.
+      auto retire = [&](float(&d)[kAcc], int slot, const float(&f)[4]) __attribute__((always_inline)) {
+        fence_regs(d);
         __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[s]);
-        const float s0_lo = sa0 * sb_lo, s0_hi = sa0 * sb_hi, s1_lo = sa1 * sb_lo, s1_hi = sa1 * sb_hi;
+        if (lane == 0) {
+          if (p.cluster > 1) {
+            for (uint32_t r = 0; r < uint32_t(p.cluster); ++r) mbar_arrive_cluster(&empty[slot % S], r);
+          } else {
+            mbar_arrive(&empty[slot % S]);
+          }
+        }
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const bool hi = j * 8 >= hi_from;
-          const float f0 = hi ? s0_hi : s0_lo, f1 = hi ? s1_hi : s1_lo;
-          res[4 * j + 0] = fmaf(acc[4 * j + 0], f0, res[4 * j + 0]);
-          res[4 * j + 1] = fmaf(acc[4 * j + 1], f0, res[4 * j + 1]);
-          res[4 * j + 2] = fmaf(acc[4 * j + 2], f1, res[4 * j + 2]);
-          res[4 * j + 3] = fmaf(acc[4 * j + 3], f1, res[4 * j + 3]);
+          const float f0 = hi ? f[1] : f[0], f1 = hi ? f[3] : f[2];
+          res[4 * j + 0] = fmaf(d[4 * j + 0], f0, res[4 * j + 0]);
+          res[4 * j + 1] = fmaf(d[4 * j + 1], f0, res[4 * j + 1]);
+          res[4 * j + 2] = fmaf(d[4 * j + 2], f1, res[4 * j + 2]);
+          res[4 * j + 3] = fmaf(d[4 * j + 3], f1, res[4 * j + 3]);
         }
+      };
+      const int n = kb1 - kb0;
+      float f[4];
+      for (int i = 0; i < n; ++i) {
+        issue(acc, kb0 + i, it + i, f);
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        retire(acc, it + i, f);
       }
+      it += max(n, 0);
 
-      const int tile = unit / p.splits;
       if (p.splits > 1) {
         // Every split stores its FP32 partial (in register order, so the reads below are coalesced); the last
         // to arrive sums them and writes bf16. No CTA waits on another, so any schedule completes.
         float4 *slot = reinterpret_cast<float4 *>(p.workspace) +
-                       (size_t(unit) * NC * 128 + (cw * 128 + tid)) * (kAcc / 4);
+                       (size_t(tile * p.splits + split) * NC * 128 + (cw * 128 + tid)) * (kAcc / 4);
 #pragma unroll
         for (int i = 0; i < kAcc / 4; ++i)
           slot[i] = make_float4(res[4 * i], res[4 * i + 1], res[4 * i + 2], res[4 * i + 3]);
@@ -304,8 +385,36 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         }
       }
 
-      // Epilogue: bf16 pairs straight from registers; rows/cols past M/N are dropped.
-      const int m_lo = mb * BM + row_in_tile, m_hi = m_lo + 8;
+      const int m_lo = mb * BM + row_in_tile;
+      if (p.tma_store) {
+        // Epilogue: bf16 pairs into this consumer's swizzled staging tile (16-byte chunk index XOR row % 8:
+        // each warp store hits 32 distinct banks), then one thread TMA-stores it; the store drains while the
+        // next tile's main loop runs. Rows/cols past M/N are clipped by the copy engine.
+        uint8_t *stage_c = epi + cw * C::kEpiBytes;
+        const int r = warp * 16 + lane / 4, swz = (lane / 4) & 7;
+        if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // previous tile's store
+        named_sync(2 + cw, 128);
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int off = (j / 8) * 64 * 128 + (r + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
+            *reinterpret_cast<__nv_bfloat162 *>(stage_c + off) =
+                __floats2bfloat162_rn(res[4 * j + 2 * h], res[4 * j + 2 * h + 1]);
+          }
+        }
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        named_sync(2 + cw, 128);
+        if (tid == 0) {
+#pragma unroll
+          for (int box = 0; box < BN / 64; ++box)
+            tma_store_2d(&map_c, stage_c + box * 64 * 128, n0 + box * 64, mb * BM + cw * 64);
+          asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+        }
+        continue;
+      }
+      // Epilogue without TMA (odd N or unaligned c): bf16 pairs straight from registers.
+      const int m_hi = m_lo + 8;
       const bool pairs = (p.N % 2) == 0;
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
@@ -325,6 +434,13 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         }
       }
     }
+    // The staging tiles must stay valid until the last stores have read them.
+    if (p.tma_store && tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  }
+  // No CTA may exit while its peer can still multicast into it or arrive on its barriers.
+  if (p.cluster > 1) {
+    __syncwarp();
+    cluster_sync();
   }
 #else
   __trap();  // host dispatch only launches this on sm_90a builds

@@ -47,7 +47,7 @@ def fp8_gemm(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def fp8_gemm_cuda(tmp_path_factory):
-    """The CUDA build named by FP8GEMM_SO (built by bench/build_fp8_gemm_dev.sh); GPU tests only."""
+    """The CUDA .so named by FP8GEMM_SO (from `kforge build kernels/fp8-gemm --backend cuda`); GPU only."""
     import os
 
     import torch
@@ -56,6 +56,6 @@ def fp8_gemm_cuda(tmp_path_factory):
         pytest.skip("needs a CUDA GPU")
     so = os.environ.get("FP8GEMM_SO")
     if not so:
-        pytest.skip("set FP8GEMM_SO to the CUDA build of fp8-gemm (bench/build_fp8_gemm_dev.sh)")
+        pytest.skip("set FP8GEMM_SO to the .so of `kforge build kernels/fp8-gemm --backend cuda`")
     torch.ops.load_library(so)
     return make_package(tmp_path_factory.mktemp("fp8_gemm_cuda"), Path(so).name.split(".")[0])

@@ -11,8 +11,10 @@ pytestmark = pytest.mark.gpu
 # (M, N, K): tails in every dimension, N = 576 (a half b_scale block), K not a multiple of 128, tiny M.
 SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256, 320, 1040), (1, 200, 512),
           (1024, 576, 7168), (512, 4096, 512)]  # fmt: skip
-FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4"]
-STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2"]
+# "nc,bn,splits[,cluster]": cluster 2 multicasts B into two CTAs (odd M-block counts leave one CTA idle).
+FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
+                "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2"]  # fmt: skip
+STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "2,128,1,2", "1,128,2,2"]
 
 
 @pytest.fixture
@@ -73,6 +75,39 @@ def test_fnuz_inputs(fp8_gemm_cuda, precision):
     check(fp8_gemm_cuda, 256, 576, 1024, True, precision, dtype=torch.float8_e4m3fnuz)
 
 
+@pytest.mark.parametrize("config", ["2,192,1", "2,128,3,2", "1,128,1,2"])
+def test_register_epilogue(fp8_gemm_cuda, env, config):
+    # The path taken when N % 8 != 0 or c is not 16-byte aligned, forced on shapes the TMA store also takes.
+    env.setenv("FP8GEMM_REGISTER_EPILOGUE", "1")
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, 300, 1000, 2304, True, "fast", seed=3)
+    check(fp8_gemm_cuda, 1024, 576, 7168, False, "fast", seed=4)
+
+
+def test_unaligned_output_view(fp8_gemm_cuda):
+    # A contiguous c whose base is 4- but not 16-byte aligned takes the register epilogue (N % 8 == 0 here).
+    m, n, k = 256, 576, 512
+    a, b, a_s, b_s = make_inputs(m, n, k, device="cuda")
+    flat = torch.full((m * n + 2,), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = flat[2:].view(m, n)
+    assert out.data_ptr() % 16 == 4
+    fp8_gemm_cuda.gemm(a, b, a_s, b_s, out=out)
+    torch.cuda.synchronize()
+    assert flat[:2].isnan().all() and not out.isnan().any()
+    assert rel_err(out, reference(a, b, a_s, b_s)) < 2e-3
+
+
+@pytest.mark.parametrize("precision", ["fast", "strict"])
+def test_single_row_with_strided_k(fp8_gemm_cuda, precision):
+    # M = 1 with stride(0) == 1 and stride(1) == 2: must be read as strided along K, not as a contiguous row.
+    a, b, a_s, b_s = make_inputs(1, 256, 512, device="cuda")
+    wide = torch.zeros(1024, dtype=torch.uint8, device="cuda")
+    wide[::2] = a.view(torch.uint8)[0]
+    strided = wide.view(a.dtype).as_strided((1, 512), (1, 2))
+    expect = fp8_gemm_cuda.gemm(a, b, a_s, b_s, precision=precision)
+    assert torch.equal(fp8_gemm_cuda.gemm(strided, b, a_s, b_s, precision=precision), expect)
+
+
 def test_generic_fallback(fp8_gemm_cuda, env):
     env.setenv("FP8GEMM_FORCE_GENERIC", "1")
     for mn_major in (False, True):
@@ -104,7 +139,10 @@ def test_mixed_devices_are_named(fp8_gemm_cuda):
 
 
 def test_bad_config_override_is_named(fp8_gemm_cuda, env):
-    env.setenv("FP8GEMM_CONFIG", "3,128,1")
     a, b, a_s, b_s = make_inputs(64, 128, 256, device="cuda")
+    env.setenv("FP8GEMM_CONFIG", "3,128,1")
     with pytest.raises(RuntimeError, match="FP8GEMM_CONFIG names a tile shape that is not compiled"):
+        fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    env.setenv("FP8GEMM_CONFIG", "2,128,1,3")
+    with pytest.raises(RuntimeError, match="with cluster 1 or 2"):
         fp8_gemm_cuda.gemm(a, b, a_s, b_s)
