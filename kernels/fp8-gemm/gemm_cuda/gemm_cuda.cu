@@ -39,6 +39,8 @@ struct Shape {
 };
 constexpr Shape kFp8Shapes[] = {{2, 192, 1.05}, {2, 128, 0.68}, {2, 64, 0.5}, {1, 128, 0.45}};
 constexpr Shape kBf16Shapes[] = {{2, 128, 1.46}, {2, 64, 1.1}, {1, 128, 0.95}};
+// Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
+constexpr Shape kF16Shapes[] = {{2, 128, 0.9}, {2, 64, 0.65}, {1, 128, 0.6}};
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the shape's block time + a fixed
 // ~0.5 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at ~3 TB/s through the TMA-store
@@ -133,7 +135,8 @@ bool aligned(const void *p, size_t n) { return reinterpret_cast<uintptr_t>(p) % 
 
 // Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
 // FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
-// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr.
+// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes the
+// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200).
 bool env_flag(const char *name) {
   const char *env = std::getenv(name);
   return env != nullptr && std::string(env) == "1";
@@ -210,11 +213,18 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
                  fp8gemm::sm90::Params p, int64_t cluster_units, int sms, cudaStream_t stream) {
   using Cfg = fp8gemm::sm90::Config<E, NC, BN>;
   auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN>;
-  int stages = 1;
-  while (stages < kMaxStages && Cfg::smem_bytes(stages + 1) <= kMaxSmem) ++stages;
-  p.stages = stages;
-  const int smem = Cfg::smem_bytes(stages);
-  // Per device; std::call_once is avoided because it pulls pthread_once@GLIBC_2.34 (manylinux_2_28).
+  // Converting kernels: a double-buffered f16 ring and as deep an e4m3 ring as fits; others: one deep ring.
+  int stages = Cfg::kConvert ? 2 : 1, raw = Cfg::kConvert ? 1 : 0;
+  int &deepen = Cfg::kConvert ? raw : stages;
+  while (deepen < kMaxStages) {
+    ++deepen;
+    if (Cfg::smem_bytes(stages, raw) > kMaxSmem) {
+      --deepen;
+      break;
+    }
+  }
+  p.stages = stages, p.raw_stages = raw;
+  const int smem = Cfg::smem_bytes(stages, raw);
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
@@ -250,9 +260,10 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   cfg.gridDim = dim3(int(std::min<int64_t>(cluster_units, fit)) * p.cluster);
   if (env_flag("FP8GEMM_VERBOSE")) {
     std::fprintf(stderr,
-                 "fp8gemm: M=%d N=%d K=%d nc=%d bn=%d splits=%d cluster=%d (at most %d resident) stages=%d "
-                 "smem=%d grid=%u tma_store=%d\n",
-                 p.M, p.N, p.K, NC, BN, p.splits, p.cluster, fit, stages, smem, cfg.gridDim.x, p.tma_store);
+                 "fp8gemm: M=%d N=%d K=%d elem=%d nc=%d bn=%d splits=%d cluster=%d (at most %d resident) "
+                 "stages=%d+%d smem=%d grid=%u tma_store=%d\n",
+                 p.M, p.N, p.K, int(E), NC, BN, p.splits, p.cluster, fit, stages, raw, smem, cfg.gridDim.x,
+                 p.tma_store);
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, ms, mc, p));
 }
@@ -265,15 +276,25 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0), KB = cdiv(K, 128);
   const int sms = device_sms(dev);
 
-  const Mode mode = strict ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn) : (fnuz ? Mode::kFnuzToFn : Mode::kCopy);
+  // Strict mode widens to bf16 in global memory; FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory
+  // instead (not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
+  const bool f16 = strict && !fnuz && env_flag("FP8GEMM_STRICT_F16");
+  const Elem elem = !strict ? Elem::kE4M3 : f16 ? Elem::kF16 : Elem::kBF16;
+  const Mode mode = elem == Elem::kF16    ? Mode::kCopy
+                    : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
+                    : fnuz                ? Mode::kFnuzToFn
+                                          : Mode::kCopy;
   const Operand A = prepare(a, mode, stream), B = prepare(b, mode, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
 
-  Choice ch = strict ? choose(kBf16Shapes, M, N, K, sms, 2) : choose(kFp8Shapes, M, N, K, sms, 1);
+  Choice ch = elem == Elem::kE4M3 ? choose(kFp8Shapes, M, N, K, sms, 1)
+              : elem == Elem::kF16 ? choose(kF16Shapes, M, N, K, sms, 1)
+                                   : choose(kBf16Shapes, M, N, K, sms, 2);
   config_override(ch);
+  TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
   const int BM = 64 * ch.nc;
-  const auto dtype = strict ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const int eb = strict ? 2 : 1;
+  const auto dtype = elem == Elem::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const int eb = elem == Elem::kBF16 ? 2 : 1;
   const uint32_t box_k = 128 / eb;  // one 128-byte swizzle row
   const CUtensorMap ma = make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, BM, CU_TENSOR_MAP_SWIZZLE_128B);
   const uint32_t b_rows = ch.bn / ch.cluster;  // each CTA of a cluster loads (and multicasts) its share of B
@@ -291,9 +312,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
+  p.a_scale = static_cast<const float *>(AS.ptr), p.as_ld = AS.ld;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
   // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it).
-  p.tma_store = N % 8 == 0 && aligned(c.data_ptr(), 16) && !env_flag("FP8GEMM_REGISTER_EPILOGUE");
+  p.tma_store = elem != Elem::kF16 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
+                !env_flag("FP8GEMM_REGISTER_EPILOGUE");
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N, 64, 64,
                                                 CU_TENSOR_MAP_SWIZZLE_128B)
                                      : ma;  // unused by the kernel
@@ -310,7 +333,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     launch_sm90<E, NC, BN>(ma, mb, ms, mc, p, units / p.cluster, sms, stream);  \
     return;                                                                     \
   }
-  if (strict) {
+  if (elem == Elem::kF16) {
+    FP8GEMM_CASE(Elem::kF16, 2, 128)
+    FP8GEMM_CASE(Elem::kF16, 2, 64)
+    FP8GEMM_CASE(Elem::kF16, 1, 128)
+  } else if (elem == Elem::kBF16) {
     FP8GEMM_CASE(Elem::kBF16, 2, 128)
     FP8GEMM_CASE(Elem::kBF16, 2, 64)
     FP8GEMM_CASE(Elem::kBF16, 1, 128)

@@ -14,6 +14,7 @@
 
 #include <cuda.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,7 +25,10 @@
 
 namespace fp8gemm::sm90 {
 
-enum class Elem { kE4M3, kBF16 };
+// kE4M3: fast mode. kBF16: strict mode on operands widened to bf16 in global memory (fnuz inputs). kF16:
+// strict mode on e4m3 operands that converter warps widen to f16 in shared memory (exact: every e4m3 value is an
+// f16 value), so L2 carries fp8 bytes; products and fp32 accumulation as in the bf16 path.
+enum class Elem { kE4M3, kBF16, kF16 };
 
 template <Elem E, int N>
 struct Wgmma {
@@ -46,7 +50,10 @@ struct Params {
   int num_mc;             // cluster rows: ceil(num_m / cluster)
   int splits;             // K splits per tile (1 = none)
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
-  int stages;
+  int stages;             // stages of the ring the wgmma read
+  int raw_stages;         // kF16: stages of the e4m3 ring the converters read
+  const float *a_scale;   // kF16: [KB][as_ld] MN-major, read by the consumers directly
+  int64_t as_ld;
   const float *b_scale;   // [ceil(N/128), KB], any strides
   int64_t bs_s0, bs_s1;
   float scale_mul;        // 0.25 for fnuz bits read as fn (each operand is half the fn value)
@@ -68,6 +75,8 @@ struct ElemInfo<Elem::kBF16> {
   static constexpr int kSub = 2;      // 128 K = two 128-byte atom rows
   static constexpr int kWgmmaK = 16;
 };
+template <>
+struct ElemInfo<Elem::kF16> : ElemInfo<Elem::kBF16> {};
 
 template <Elem E, int NC, int BN>
 struct Config {
@@ -76,15 +85,21 @@ struct Config {
   static constexpr int kABytes = BM * kRowBytes * kSub;
   static constexpr int kBBytes = BN * kRowBytes * kSub;
   static constexpr int kScaleBytes = BM * 4;
-  static constexpr int kStageBytes = kABytes + kBBytes + kScaleBytes;
+  static constexpr bool kConvert = E == Elem::kF16;
+  static constexpr int kRawBytes = kConvert ? (BM + BN) * kRowBytes : 0;  // one e4m3 stage: A rows, B rows
+  // Bytes the producer's TMA delivers per stage (to the e4m3 ring when converting).
+  static constexpr int kStageBytes = kConvert ? kRawBytes : kABytes + kBBytes + kScaleBytes;
+  static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
-  // Output staging per consumer: 64 rows x BN bf16 as BN/64 boxes of 64 x 128 B, 128-byte swizzled.
-  static constexpr int kEpiBytes = 64 * BN * 2;
-  // smem: [stages x (A | B)] 1024-aligned tiles, [NC x output staging], [stages x a_scale], 2 x stages
-  // mbarriers, flag.
-  static int smem_bytes(int stages) {
-    return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + NC * kEpiBytes + stages * 16 + kSplitFlagBytes;
+  // Output staging per consumer: 64 rows x BN bf16 as BN/64 boxes of 64 x 128 B, 128-byte swizzled (none when
+  // converting: the e4m3 ring needs the room).
+  static constexpr int kEpiBytes = kConvert ? 0 : 64 * BN * 2;
+  // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
+  // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
+  static int smem_bytes(int stages, int raw_stages) {
+    return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + raw_stages * kRawBytes + NC * kEpiBytes +
+           (stages + raw_stages) * 16 + kSplitFlagBytes;
   }
 };
 
@@ -161,6 +176,22 @@ __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, const void 
                : "memory");
 }
 
+// Shared-space accesses by 32-bit address: pointers into the dynamic buffer lose their address space after the
+// alignment arithmetic, and generic 64-bit loads/stores measured several times slower in the converter loop.
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+__device__ __forceinline__ void sts128(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
+
+__device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -187,21 +218,29 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
 
 __device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
 
-// Cluster work unit -> this CTA's (m block, n block, split, tile index). Splits of one tile are adjacent so they
-// run at the same time; cluster rows are rasterised in groups of `group_m` that sweep N together. The second
-// CTA of a cluster on an odd last row gets m block num_m: its loads are out of bounds (zero-filled) and its
-// stores are dropped.
-__device__ __forceinline__ void unit_coords(const Params &p, int unit, uint32_t rank, int &mb, int &nb, int &split,
-                                            int &tile) {
-  split = unit % p.splits;
+struct Unit {
+  int mb, nb, split, tile;  // m block, n block, K split, tile index (split-K counters and partials)
+  int kb0, kb1;             // this split's 128-K blocks
+};
+
+// Cluster work unit -> this CTA's share. Splits of one tile are adjacent so they run at the same time; cluster
+// rows are rasterised in groups of `group_m` that sweep N together. The second CTA of a cluster on an odd last
+// row gets m block num_m: its loads are out of bounds (zero-filled) and its stores are dropped. Producer,
+// converters and consumers all walk units through this, so they agree on every stage.
+__device__ __forceinline__ Unit unit_at(const Params &p, int unit, uint32_t rank) {
+  Unit u;
+  u.split = unit % p.splits;
   const int ctile = unit / p.splits;
   const int per_group = p.group_m * p.num_n;
   const int group = ctile / per_group, first_m = group * p.group_m;
   const int rows = min(p.num_mc - first_m, p.group_m);
   const int in_group = ctile % per_group;
-  mb = (first_m + in_group % rows) * p.cluster + int(rank);
-  nb = in_group / rows;
-  tile = ctile * p.cluster + int(rank);
+  u.mb = (first_m + in_group % rows) * p.cluster + int(rank);
+  u.nb = in_group / rows;
+  u.tile = ctile * p.cluster + int(rank);
+  const int per_split = (p.KB + p.splits - 1) / p.splits;
+  u.kb0 = u.split * per_split, u.kb1 = min(p.KB, u.kb0 + per_split);
+  return u;
 }
 #endif  // FP8GEMM_SM90A
 
@@ -217,24 +256,30 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
   constexpr int kStepsPerSub = kSteps / kSub;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const int S = p.stages;
+  const int S = p.stages, R = p.raw_stages;
   uint8_t *tiles = smem;                                   // S x (A | B)
-  uint8_t *epi = smem + S * (C::kABytes + C::kBBytes);     // NC x output staging
+  uint8_t *raw = smem + S * (C::kABytes + C::kBBytes);     // R x e4m3 (A | B)
+  uint8_t *epi = raw + R * C::kRawBytes;                   // NC x output staging
   float *scales = reinterpret_cast<float *>(epi + NC * C::kEpiBytes);  // S x BM
   uint64_t *full = reinterpret_cast<uint64_t *>(scales + S * BM);
   uint64_t *empty = full + S;
-  int *split_flag = reinterpret_cast<int *>(empty + S);
+  uint64_t *raw_full = empty + S;
+  uint64_t *raw_empty = raw_full + R;
+  int *split_flag = reinterpret_cast<int *>(raw_empty + R);
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const uint32_t rank = p.cluster > 1 ? cluster_rank() : 0;
   const int total_units = p.num_mc * p.num_n * p.splits;
   const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
-  const int kb_per_split = (p.KB + p.splits - 1) / p.splits;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbar_init(&full[s], 1);
+      mbar_init(&full[s], C::kConvert ? C::kConverterWarps : 1);
       mbar_init(&empty[s], p.cluster * NC * 4);  // lane 0 of every consumer warp of every CTA in the cluster
+    }
+    for (int r = 0; r < R; ++r) {
+      mbar_init(&raw_full[r], 1);
+      mbar_init(&raw_empty[r], C::kConverterWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     prefetch_map(&map_a);
@@ -252,10 +297,16 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
     if (tid == 0) {
       int it = 0;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
-        int mb, nb, split, tile;
-        unit_coords(p, unit, rank, mb, nb, split, tile);
-        const int kb0 = split * kb_per_split, kb1 = min(p.KB, kb0 + kb_per_split);
+        const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
         for (int kb = kb0; kb < kb1; ++kb, ++it) {
+          if constexpr (C::kConvert) {
+            const int r = it % R;
+            mbar_wait(&raw_empty[r], ((it / R) & 1) ^ 1);
+            mbar_expect_tx(&raw_full[r], C::kStageBytes);
+            tma_load_2d(raw + r * C::kRawBytes, &map_a, &raw_full[r], kb * kQuant, mb * BM);
+            tma_load_2d(raw + r * C::kRawBytes + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
+            continue;
+          }
           const int s = it % S;
           mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
           mbar_expect_tx(&full[s], C::kStageBytes);
@@ -276,6 +327,57 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
           tma_load_2d(scales + s * BM, &map_as, &full[s], mb * BM, kb);
         }
       }
+    } else if (C::kConvert && tid >= 32) {
+      // Converters: e4m3 stage -> f16 stage. One job = one 16-byte chunk (16 K) of one row, read through the
+      // 128-byte swizzle and written as two f16 chunks of the same row in the two-atom f16 layout.
+      const int ct = tid - 32, lane = tid % 32;
+      int it = 0;
+      for (int unit = first_unit; unit < total_units; unit += unit_stride) {
+        const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
+        for (int kb = kb0; kb < kb1; ++kb, ++it) {
+          const int r = it % R, s = it % S;
+          mbar_wait(&raw_full[r], (it / R) & 1);
+          mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+          const uint32_t src = smem_u32(raw + r * C::kRawBytes);
+          const uint32_t dst = smem_u32(tiles + s * (C::kABytes + C::kBBytes));
+          constexpr int kJobs = (BM + BN) * 8, kStride = 32 * C::kConverterWarps, kBatch = 2;
+          for (int first = ct; first < kJobs; first += kBatch * kStride) {
+            uint4 v[kBatch];  // all loads of a batch in flight before the first conversion
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i) {
+              const int job = first + i * kStride, row = job / 8, chunk = job % 8;
+              if (job < kJobs) v[i] = lds128(src + row * kRowBytes + ((chunk ^ (row & 7)) * 16));
+            }
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i) {
+              const int job = first + i * kStride, row = job / 8, chunk = job % 8;
+              if (job >= kJobs) break;
+              const int swz = row & 7;  // BM is a multiple of 8: A and B rows share the phase
+              const bool is_a = row < BM;
+              const uint32_t d = dst + (is_a ? 0 : C::kABytes) + (chunk / 4) * (is_a ? BM : BN) * kRowBytes +
+                                 (is_a ? row : row - BM) * kRowBytes;
+              const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+              uint32_t o[8];
+#pragma unroll
+              for (int q = 0; q < 8; ++q) {
+                const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+                    static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3);
+                o[q] = uint32_t(h.x) | uint32_t(h.y) << 16;
+              }
+              const int c2 = 2 * (chunk % 4);
+              sts128(d + ((c2 ^ swz) * 16), o[0], o[1], o[2], o[3]);
+              sts128(d + (((c2 + 1) ^ swz) * 16), o[4], o[5], o[6], o[7]);
+            }
+          }
+          // The wgmma read this stage through the async proxy.
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(&full[s]);
+            mbar_arrive(&raw_empty[r]);
+          }
+        }
+      }
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
@@ -287,14 +389,13 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
     float acc[kAcc], res[kAcc];
     int it = 0;
     for (int unit = first_unit; unit < total_units; unit += unit_stride) {
-      int mb, nb, split, tile;
-      unit_coords(p, unit, rank, mb, nb, split, tile);
-      const int kb0 = split * kb_per_split, kb1 = min(p.KB, kb0 + kb_per_split);
+      const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
       const int n0 = nb * BN;
       // A tile spans at most two b_scale blocks (BN <= 192 and n0 % 128 in {0, 64}); columns from `hi_from`
       // on take the second one.
       const int nblk_lo = n0 / kQuant, nblk_hi = min(nblk_lo + 1, NB - 1);
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
+      const int m_row = C::kConvert ? mb * BM + row_in_tile : 0;  // for A's scales; and +8
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) res[i] = 0.f;
 
@@ -305,9 +406,16 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         const int s = slot % S;
         const float sb_lo = __ldg(p.b_scale + nblk_lo * p.bs_s0 + kb * p.bs_s1);
         const float sb_hi = __ldg(p.b_scale + nblk_hi * p.bs_s0 + kb * p.bs_s1);
+        float sa0 = 0.f, sa1 = 0.f;
+        if constexpr (C::kConvert) {  // from global memory: the e4m3 ring has no room for A's scales
+          if (m_row < p.M) sa0 = __ldg(p.a_scale + kb * p.as_ld + m_row);
+          if (m_row + 8 < p.M) sa1 = __ldg(p.a_scale + kb * p.as_ld + m_row + 8);
+        }
         mbar_wait(&full[s], (slot / S) & 1);
-        float sa0 = scales[s * BM + row_in_tile], sa1 = scales[s * BM + row_in_tile + 8];
-        asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");
+        if constexpr (!C::kConvert) {
+          sa0 = scales[s * BM + row_in_tile], sa1 = scales[s * BM + row_in_tile + 8];
+          asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");
+        }
         const uint8_t *a_src = tiles + s * (C::kABytes + C::kBBytes) + cw * 64 * kRowBytes;
         const uint8_t *b_src = tiles + s * (C::kABytes + C::kBBytes) + C::kABytes;
         fence_regs(d);
@@ -391,6 +499,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         // each warp store hits 32 distinct banks), then one thread TMA-stores it; the store drains while the
         // next tile's main loop runs. Rows/cols past M/N are clipped by the copy engine.
         uint8_t *stage_c = epi + cw * C::kEpiBytes;
+        const uint32_t stage_base = smem_u32(stage_c);
         const int r = warp * 16 + lane / 4, swz = (lane / 4) & 7;
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // previous tile's store
         named_sync(2 + cw, 128);
@@ -399,8 +508,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int off = (j / 8) * 64 * 128 + (r + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
-            *reinterpret_cast<__nv_bfloat162 *>(stage_c + off) =
-                __floats2bfloat162_rn(res[4 * j + 2 * h], res[4 * j + 2 * h + 1]);
+            const __nv_bfloat162 v = __floats2bfloat162_rn(res[4 * j + 2 * h], res[4 * j + 2 * h + 1]);
+            sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
           }
         }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");

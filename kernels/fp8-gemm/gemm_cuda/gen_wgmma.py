@@ -9,6 +9,7 @@ FORMS = {
     # name: (PTX shape suffix, k, trailing immediates: scale-a, scale-b [, trans-a, trans-b])
     "e4m3": ("f32.e4m3.e4m3", 32, "1, 1"),
     "bf16": ("f32.bf16.bf16", 16, "1, 1, 0, 0"),
+    "f16": ("f32.f16.f16", 16, "1, 1, 0, 0"),
 }
 
 

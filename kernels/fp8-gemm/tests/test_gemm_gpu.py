@@ -14,7 +14,7 @@ SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256
 # "nc,bn,splits[,cluster]": cluster 2 multicasts B into two CTAs (odd M-block counts leave one CTA idle).
 FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
                 "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2"]  # fmt: skip
-STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "2,128,1,2", "1,128,2,2"]
+STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 
 
 @pytest.fixture
@@ -63,16 +63,34 @@ def test_many_units_per_cta_strict(fp8_gemm_cuda, env, config):
     check(fp8_gemm_cuda, 2048, 4096, 1024, True, "strict", seed=9)
 
 
+@pytest.mark.parametrize("f16", ["0", "1"], ids=["bf16-global", "f16-smem"])
 @pytest.mark.parametrize("config", STRICT_CONFIGS)
 @pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304)])
-def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k):
+def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k, f16):
+    env.setenv("FP8GEMM_STRICT_F16", f16)
     env.setenv("FP8GEMM_CONFIG", config)
     check(fp8_gemm_cuda, m, n, k, True, "strict", seed=n)
+
+
+@pytest.mark.parametrize("config", STRICT_CONFIGS)
+def test_many_units_per_cta_strict_f16(fp8_gemm_cuda, env, config):
+    env.setenv("FP8GEMM_STRICT_F16", "1")
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, 2048, 4096, 1024, True, "strict", seed=10)
+    check(fp8_gemm_cuda, 1024, 576, 7168, False, "strict", seed=12)
 
 
 @pytest.mark.parametrize("precision", ["fast", "strict"])
 def test_fnuz_inputs(fp8_gemm_cuda, precision):
     check(fp8_gemm_cuda, 256, 576, 1024, True, precision, dtype=torch.float8_e4m3fnuz)
+
+
+@pytest.mark.parametrize("config", STRICT_CONFIGS)
+def test_fnuz_strict_configurations(fp8_gemm_cuda, env, config):
+    # fnuz strict always takes the bf16 kernels (widened in global memory), even with FP8GEMM_STRICT_F16
+    env.setenv("FP8GEMM_STRICT_F16", "1")
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, 300, 1000, 2304, False, "strict", dtype=torch.float8_e4m3fnuz, seed=11)
 
 
 @pytest.mark.parametrize("config", ["2,192,1", "2,128,3,2", "1,128,1,2"])
@@ -146,3 +164,6 @@ def test_bad_config_override_is_named(fp8_gemm_cuda, env):
     env.setenv("FP8GEMM_CONFIG", "2,128,1,3")
     with pytest.raises(RuntimeError, match="with cluster 1 or 2"):
         fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    env.setenv("FP8GEMM_CONFIG", "2,128,1,2")
+    with pytest.raises(RuntimeError, match="strict mode has no 2-CTA cluster kernels"):
+        fp8_gemm_cuda.gemm(a, b, a_s, b_s, precision="strict")
