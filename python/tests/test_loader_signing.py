@@ -57,13 +57,17 @@ def test_signed_variant_loads_for_a_publisher_that_requires_signatures(tmp_path,
     assert module.LOADED is True
 
 
+def assert_refused_before_import(d, module_name):
+    with pytest.raises(SignatureError):
+        import_variant(d, RepoInfo("acme/signed-kernel", "0" * 40))
+    assert module_name not in sys.modules
+
+
 def test_unsigned_variant_is_refused_before_import(tmp_path, monkeypatch, keys):
     acme, _ = keys
     trust(tmp_path, monkeypatch, acme.with_suffix(".key.pub"), require=True)
     d = variant(tmp_path / "unsigned", "_signed_kernel_unsigned")
-    with pytest.raises(SignatureError):
-        import_variant(d, RepoInfo("acme/signed-kernel", "0" * 40))
-    assert "_signed_kernel_unsigned" not in sys.modules
+    assert_refused_before_import(d, "_signed_kernel_unsigned")
 
 
 def test_variant_signed_with_an_untrusted_key_is_refused(tmp_path, monkeypatch, keys):
@@ -71,9 +75,7 @@ def test_variant_signed_with_an_untrusted_key_is_refused(tmp_path, monkeypatch, 
     trust(tmp_path, monkeypatch, acme.with_suffix(".key.pub"), require=False)
     d = variant(tmp_path / "foreign", "_signed_kernel_foreign")
     kforge("key", "sign", d, "--key", other)
-    with pytest.raises(SignatureError):
-        import_variant(d, RepoInfo("acme/signed-kernel", "0" * 40))
-    assert "_signed_kernel_foreign" not in sys.modules
+    assert_refused_before_import(d, "_signed_kernel_foreign")
 
 
 def test_publishers_outside_the_trust_file_load_unsigned(tmp_path, monkeypatch, keys):
