@@ -214,14 +214,12 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   using Cfg = fp8gemm::sm90::Config<E, NC, BN>;
   auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN>;
   // Converting kernels: a double-buffered f16 ring and as deep an e4m3 ring as fits; others: one deep ring.
-  int stages = Cfg::kConvert ? 2 : 1, raw = Cfg::kConvert ? 1 : 0;
-  int &deepen = Cfg::kConvert ? raw : stages;
-  while (deepen < kMaxStages) {
-    ++deepen;
-    if (Cfg::smem_bytes(stages, raw) > kMaxSmem) {
-      --deepen;
-      break;
-    }
+  int stages = 1, raw = 0;
+  if (Cfg::kConvert) {
+    stages = 2, raw = 1;
+    while (raw < kMaxStages && Cfg::smem_bytes(stages, raw + 1) <= kMaxSmem) ++raw;
+  } else {
+    while (stages < kMaxStages && Cfg::smem_bytes(stages + 1, 0) <= kMaxSmem) ++stages;
   }
   p.stages = stages, p.raw_stages = raw;
   const int smem = Cfg::smem_bytes(stages, raw);
