@@ -32,8 +32,13 @@ CHALLENGE = [(m, n, k) for m in (1024, 6144) for n, k in [
     (4608, 7168), (7168, 2304), (512, 7168), (4096, 512)]]  # fmt: skip
 DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in [
     (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384)]]  # fmt: skip
-SWEEP = [f"{nc},{bn},{s},{cl}" for nc, bn in [(2, 192), (2, 128), (2, 64), (1, 128)] for s in (1, 2, 4)
-         for cl in (1, 2)]  # fmt: skip
+# "nc,bn,splits,cluster,waves": every compiled fast tile shape without a cluster, and the cluster variants the
+# cost model weighs (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
+_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2)]  # (nc, bn, waves)
+_CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1")]
+SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)] + [
+    f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2)
+]
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
@@ -258,10 +263,14 @@ def main():
     mod = _wrapper(Path(args.so).name.split(".")[0])
     shapes = {"challenge": CHALLENGE, "deepseek": DEEPSEEK, "all": CHALLENGE + DEEPSEEK}[args.shapes]
     records = []
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     for m, n, k in shapes:
         torch.manual_seed(m * 31 + n * 7 + k)
         recs = run_shape(mod, ops, m, n, k, args.sweep)
         records += recs
+        # What is measured so far survives a timeout of the device call.
+        (out / "fp8-gemm-h200.partial.json").write_text(json.dumps(records, indent=1))
         f = recs[0]
         print(f"{m:5d} {n:5d} {k:5d} fast {f['kforge_us']:8.1f}us {f['kforge_tflops']:6.0f}TF "
               f"err {f['kforge_rel_err']:.2e} ok={f['kforge_correct']} | mn {recs[2]['kforge_us']:8.1f} | "
@@ -278,8 +287,7 @@ def main():
     summary = summarise(records)
     for k, v in summary.items():
         print(f"{k}: {v}")
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    (out / "fp8-gemm-h200.partial.json").unlink()
     doc = dict(**meta, summary=summary, records=records)
     (out / "fp8-gemm-h200.json").write_text(json.dumps(doc, indent=1))
     (out / "fp8-gemm-h200.md").write_text(markdown(meta, records, summary))

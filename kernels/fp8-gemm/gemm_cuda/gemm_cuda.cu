@@ -9,8 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "gemm_generic.cuh"
 #include "gemm_prep.cuh"
@@ -26,55 +28,77 @@ constexpr int kMaxStages = 8;
 int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 int64_t round_up(int64_t x, int64_t y) { return cdiv(x, y) * y; }
 
+// A launch configuration: tile = (64 * nc * waves) x bn, K split, and a cluster of 1 or 2 CTAs that pairs
+// adjacent M blocks (sharing B) or, with cluster_n, adjacent N blocks (sharing A).
 struct Choice {
-  int nc, bn, splits, cluster;
+  int nc, bn, splits, cluster, waves, cluster_n;
 };
 
-// Tile shapes compiled for each input type: (consumer warpgroups, block N) and the measured H200 time of one
-// wave of 132 tiles over one 128-K block, in µs (fp8: fitted to the sweep of bench/results/fp8-gemm-h200.json;
-// bf16 scaled by the 2x tensor-core rate).
+// Candidate configurations for each input type: tile shape (consumer warpgroups, waves per consumer, block N),
+// cluster (1, or 2 along M or, with cluster_n, along N) and the measured H200 time of one wave of 132 tiles over
+// one 128-K block, in µs (fp8: fitted to the sweep of bench/results/fp8-gemm-h200.json; bf16 scaled by the 2x
+// tensor-core rate).
 struct Shape {
-  int nc, bn;
+  int nc, waves, bn, cluster, cluster_n;
   double us_per_kb;
 };
-constexpr Shape kFp8Shapes[] = {{2, 192, 1.05}, {2, 128, 0.68}, {2, 64, 0.5}, {1, 128, 0.45}};
-constexpr Shape kBf16Shapes[] = {{2, 128, 1.46}, {2, 64, 1.1}, {1, 128, 0.95}};
+constexpr Shape kFp8Shapes[] = {{2, 1, 192, 1, 0, 0.82}, {2, 1, 128, 1, 0, 0.58}, {2, 1, 64, 1, 0, 0.43},
+                                {1, 1, 128, 1, 0, 0.38}, {2, 2, 128, 1, 0, 1.05}, {2, 2, 128, 2, 1, 1.03},
+                                {2, 2, 128, 2, 0, 1.02}};
+constexpr Shape kBf16Shapes[] = {{2, 1, 128, 1, 0, 1.46}, {2, 1, 64, 1, 0, 1.1}, {1, 1, 128, 1, 0, 0.95}};
 // Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
-constexpr Shape kF16Shapes[] = {{2, 128, 0.9}, {2, 64, 0.65}, {1, 128, 0.6}};
+constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 
-// Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the shape's block time + a fixed
-// ~0.5 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at ~3 TB/s through the TMA-store
-// epilogue, operands at 3 TB/s); split-K adds its fp32 partials. Picks within 3% keep the earlier candidate.
-// 2-CTA clusters are never picked: on the H200 they measured 1.5-2.6x slower than one CTA (docs/fp8-gemm.md).
+// Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
+// fixed ~0.5 µs per unit, ~4 µs when split), at least the DRAM time (bf16 output at ~3 TB/s through the
+// TMA-store epilogue, operands at 3 TB/s); split-K adds its fp32 partials. A cluster rounds its paired block
+// count up to even. Picks within 3% keep the earlier candidate.
 template <size_t NS>
 Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sms, int elem_bytes) {
   const int64_t KB = cdiv(K, 128);
   const double mem = double(M) * N * 2 / 3.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
-  Choice best{shapes[0].nc, shapes[0].bn, 1, 1};
+  Choice best{};
   double best_cost = 1e300;
   for (const Shape &s : shapes) {
-    const int64_t tiles = cdiv(M, 64 * s.nc) * cdiv(N, s.bn);
+    int64_t blocks_m = cdiv(M, 64 * s.nc * s.waves), blocks_n = cdiv(N, s.bn);
+    (s.cluster_n ? blocks_n : blocks_m) = round_up(s.cluster_n ? blocks_n : blocks_m, s.cluster);
+    const int64_t tiles = blocks_m * blocks_n;
     for (int splits = 1; splits <= 8; ++splits) {
       const int64_t per = cdiv(KB, splits);
       if (splits > 1 && per < 4) break;
       const int64_t waves = cdiv(tiles * splits, sms);
       double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? 4.0 : 0.5)), mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / 1.5e6;
-      if (cost < best_cost * 0.97) best_cost = cost, best = {s.nc, s.bn, splits, 1};
+      if (cost < best_cost * 0.97) best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n};
     }
   }
   return best;
 }
 
-// FP8GEMM_CONFIG="nc,bn,splits[,cluster]" forces a configuration (benchmark sweeps; not for production use).
+// FP8GEMM_CONFIG="nc,bn,splits[,cluster[,waves]]" forces a configuration (benchmark sweeps; not for production
+// use). cluster: 1; m2 (or 2) = two CTAs on adjacent M blocks multicasting B; n2 = adjacent N blocks
+// multicasting A.
 bool config_override(Choice &c) {
   const char *env = std::getenv("FP8GEMM_CONFIG");
   if (env == nullptr || *env == '\0') return false;
-  c.cluster = 1;
-  const int n = std::sscanf(env, "%d,%d,%d,%d", &c.nc, &c.bn, &c.splits, &c.cluster);
-  TORCH_CHECK((n == 3 || n == 4) && c.splits >= 1 && c.splits <= 64 && (c.cluster == 1 || c.cluster == 2),
-              "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits[,cluster]\" with cluster 1 or 2 (e.g. \"2,128,1,2\"), "
-              "got \"", env, "\"");
+  std::vector<std::string> f;
+  std::stringstream in(env);
+  for (std::string item; std::getline(in, item, ',');) f.push_back(item);
+  auto number = [](const std::string &t, int &out) {
+    char *end = nullptr;
+    const long v = std::strtol(t.c_str(), &end, 10);
+    out = int(v);
+    return !t.empty() && *end == '\0' && v > 0 && v <= 1024;
+  };
+  const std::string cl = f.size() > 3 ? f[3] : "1";
+  bool ok = (f.size() >= 3 && f.size() <= 5) && number(f[0], c.nc) && number(f[1], c.bn) && number(f[2], c.splits);
+  c.waves = 1;
+  if (ok && f.size() == 5) ok = number(f[4], c.waves);
+  c.cluster = cl == "1" ? 1 : 2;
+  c.cluster_n = cl == "n2";
+  ok = ok && (cl == "1" || cl == "2" || cl == "m2" || cl == "n2") && c.waves <= 2;
+  TORCH_CHECK(ok, "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits[,cluster[,waves]]\" with cluster 1, m2 (or 2) or n2 ",
+              "and waves 1 or 2 (e.g. \"2,128,1,n2,2\"), got \"", env, "\"");
   return true;
 }
 
@@ -96,7 +120,7 @@ bool has_sm90a(int dev) {
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   if (major != 9 || minor != 0) return false;
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, fp8gemm::sm90::gemm_kernel<Elem::kE4M3, 2, 128>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, fp8gemm::sm90::gemm_kernel<Elem::kE4M3, 2, 128, 1>) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
@@ -208,11 +232,11 @@ int *split_counters(const at::Device &device, int64_t tiles) {
   return t.data_ptr<int>();
 }
 
-template <Elem E, int NC, int BN>
+template <Elem E, int NC, int BN, int W>
 void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &ms, const CUtensorMap &mc,
                  fp8gemm::sm90::Params p, int64_t cluster_units, int sms, cudaStream_t stream) {
-  using Cfg = fp8gemm::sm90::Config<E, NC, BN>;
-  auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN>;
+  using Cfg = fp8gemm::sm90::Config<E, NC, BN, W>;
+  auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN, W>;
   // Converting kernels: a double-buffered f16 ring and as deep an e4m3 ring as fits; others: one deep ring.
   int stages = 1, raw = 0;
   if (Cfg::kConvert) {
@@ -258,10 +282,10 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   cfg.gridDim = dim3(int(std::min<int64_t>(cluster_units, fit)) * p.cluster);
   if (env_flag("FP8GEMM_VERBOSE")) {
     std::fprintf(stderr,
-                 "fp8gemm: M=%d N=%d K=%d elem=%d nc=%d bn=%d splits=%d cluster=%d (at most %d resident) "
-                 "stages=%d+%d smem=%d grid=%u tma_store=%d\n",
-                 p.M, p.N, p.K, int(E), NC, BN, p.splits, p.cluster, fit, stages, raw, smem, cfg.gridDim.x,
-                 p.tma_store);
+                 "fp8gemm: M=%d N=%d K=%d elem=%d nc=%d waves=%d bn=%d splits=%d cluster=%d%s (at most %d "
+                 "resident) stages=%d+%d smem=%d grid=%u tma_store=%d\n",
+                 p.M, p.N, p.K, int(E), NC, W, BN, p.splits, p.cluster, p.cluster_n ? "n" : "m", fit, stages, raw,
+                 smem, cfg.gridDim.x, p.tma_store);
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, ms, mc, p));
 }
@@ -290,23 +314,25 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                                    : choose(kBf16Shapes, M, N, K, sms, 2);
   config_override(ch);
   TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
-  const int BM = 64 * ch.nc;
+  const int BM = 64 * ch.nc * ch.waves;
   const auto dtype = elem == Elem::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   const int eb = elem == Elem::kBF16 ? 2 : 1;
   const uint32_t box_k = 128 / eb;  // one 128-byte swizzle row
-  const CUtensorMap ma = make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, BM, CU_TENSOR_MAP_SWIZZLE_128B);
-  const uint32_t b_rows = ch.bn / ch.cluster;  // each CTA of a cluster loads (and multicasts) its share of B
+  // Each CTA of a cluster loads (and multicasts) its half of the shared operand tile.
+  const uint32_t a_rows = ch.cluster_n ? BM / ch.cluster : BM, b_rows = ch.cluster_n ? ch.bn : ch.bn / ch.cluster;
+  const CUtensorMap ma = make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, a_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap mb = make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, b_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
                                   CU_TENSOR_MAP_SWIZZLE_NONE);
 
   fp8gemm::sm90::Params p{};
   p.M = M, p.N = N, p.K = K, p.KB = KB;
-  p.num_m = cdiv(M, BM), p.num_n = cdiv(N, ch.bn);
-  p.cluster = ch.cluster;
-  p.num_mc = cdiv(p.num_m, ch.cluster);
+  p.num_n = cdiv(N, ch.bn);
+  p.cluster = ch.cluster, p.cluster_n = ch.cluster > 1 && ch.cluster_n;
+  p.units_m = p.cluster_n ? cdiv(M, BM) : cdiv(cdiv(M, BM), ch.cluster);
+  p.units_n = p.cluster_n ? cdiv(p.num_n, ch.cluster) : p.num_n;
   p.splits = std::min<int64_t>(ch.splits, KB);
-  p.group_m = 8 / ch.cluster;  // 8 M blocks sweep N together either way
+  p.group_m = p.cluster_n ? 8 : 8 / ch.cluster;  // 8 M blocks sweep N together either way
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
@@ -318,7 +344,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N, 64, 64,
                                                 CU_TENSOR_MAP_SWIZZLE_128B)
                                      : ma;  // unused by the kernel
-  const int64_t tiles = int64_t(p.num_mc) * p.cluster * p.num_n, units = tiles * p.splits;
+  const int64_t tiles = int64_t(p.units_m) * p.units_n * p.cluster, units = tiles * p.splits;
   at::Tensor workspace;
   if (p.splits > 1) {
     workspace = at::empty({units * BM * ch.bn}, a.options().dtype(at::kFloat));
@@ -326,28 +352,29 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     p.counters = split_counters(a.device(), tiles);
   }
 
-#define FP8GEMM_CASE(E, NC, BN)                                                 \
-  if (ch.nc == NC && ch.bn == BN) {                                             \
-    launch_sm90<E, NC, BN>(ma, mb, ms, mc, p, units / p.cluster, sms, stream);  \
-    return;                                                                     \
+#define FP8GEMM_CASE(E, NC, BN, W)                                                 \
+  if (ch.nc == NC && ch.bn == BN && ch.waves == W) {                               \
+    launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, units / p.cluster, sms, stream);  \
+    return;                                                                        \
   }
   if (elem == Elem::kF16) {
-    FP8GEMM_CASE(Elem::kF16, 2, 128)
-    FP8GEMM_CASE(Elem::kF16, 2, 64)
-    FP8GEMM_CASE(Elem::kF16, 1, 128)
+    FP8GEMM_CASE(Elem::kF16, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kF16, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kF16, 1, 128, 1)
   } else if (elem == Elem::kBF16) {
-    FP8GEMM_CASE(Elem::kBF16, 2, 128)
-    FP8GEMM_CASE(Elem::kBF16, 2, 64)
-    FP8GEMM_CASE(Elem::kBF16, 1, 128)
+    FP8GEMM_CASE(Elem::kBF16, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kBF16, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kBF16, 1, 128, 1)
   } else {
-    FP8GEMM_CASE(Elem::kE4M3, 2, 192)
-    FP8GEMM_CASE(Elem::kE4M3, 2, 128)
-    FP8GEMM_CASE(Elem::kE4M3, 2, 64)
-    FP8GEMM_CASE(Elem::kE4M3, 1, 128)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 192, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 1, 128, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 128, 2)
   }
 #undef FP8GEMM_CASE
   TORCH_CHECK(false, "gemm: no ", strict ? "strict" : "fast", " kernel for nc=", ch.nc, ", bn=", ch.bn,
-              " (FP8GEMM_CONFIG names a tile shape that is not compiled)");
+              ", waves=", ch.waves, " (FP8GEMM_CONFIG names a tile shape that is not compiled)");
 }
 
 void run_generic(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,

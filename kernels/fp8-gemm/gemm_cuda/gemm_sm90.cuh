@@ -1,15 +1,18 @@
 // sm_90a block-scaled GEMM: TMA -> multi-stage mbarrier ring -> wgmma (e4m3 k32, or bf16 k16 for strict mode)
 // with FP32 promotion per 128-K block, persistent CTAs over (tile, K-split) work units, grouped rasterisation.
 //
-// CTA = 1 producer warpgroup (one thread issues TMA) + NC consumer warpgroups (64 rows of the tile each).
-// Per 128-K block a consumer issues 4 (fp8) or 8 (bf16) wgmma into a fresh accumulator, waits, releases the
-// stage and folds acc * a_scale[row] * b_scale[col/128] into its FP32 result; with NC = 2 one warpgroup's
-// promotion overlaps the other's tensor-core work. Operands are K-major in global memory (the host makes them
-// so) and land in shared memory with the 128-byte swizzle that the wgmma descriptors name.
+// CTA = 1 producer warpgroup (one thread issues TMA) + NC consumer warpgroups (W waves of 64 rows each).
+// Per 128-K block and wave a consumer issues 4 (fp8) or 8 (bf16) wgmma into a fresh accumulator, waits and
+// folds acc * a_scale[row] * b_scale[col/128] into that wave's FP32 result (after the last wave it releases the
+// stage); with NC = 2 one warpgroup's promotion overlaps the other's tensor-core work. W = 2 gives 256-row tiles
+// at the registers of a 128-row one (one m64 accumulator in flight): fewer L2 bytes per FLOP. Operands are
+// K-major in global memory (the host makes them so) and land in shared memory with the 128-byte swizzle that
+// the wgmma descriptors name.
 //
-// With a cluster of 2 CTAs (adjacent M blocks, same N block) each CTA loads half of the shared B tile and TMA
-// multicasts it into both: L2->SM traffic, the limit of the single-CTA kernel (~6 TB/s at every tile shape),
-// drops by a quarter to a third. A stage is then refilled only after the consumers of both CTAs released it.
+// With a cluster of 2 CTAs that share one operand tile (adjacent M blocks share B, or adjacent N blocks share
+// A) each CTA loads half of the shared tile and TMA multicasts it into both: L2->SM traffic, the limit of the
+// single-CTA kernel (~6 TB/s at every tile shape), drops by a quarter to a third. A stage is then refilled only
+// after the consumers of both CTAs released it.
 #pragma once
 
 #include <cuda.h>
@@ -18,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FP8GEMM_SM90A 1
@@ -45,9 +49,10 @@ constexpr int kSplitFlagBytes = 16;
 
 struct Params {
   int M, N, K, KB;        // KB = ceil(K / 128)
-  int num_m, num_n;       // tiles along M and N
-  int cluster;            // CTAs per cluster along M (1 or 2); they share, and multicast, the B tile
-  int num_mc;             // cluster rows: ceil(num_m / cluster)
+  int num_n;              // tiles along N
+  int cluster;            // CTAs per cluster (1 or 2); they share, and multicast, one operand tile
+  int cluster_n;          // 1: the cluster's CTAs are adjacent N blocks sharing A; 0: adjacent M blocks sharing B
+  int units_m, units_n;   // cluster units along M and N (tiles / cluster along the paired axis)
   int splits;             // K splits per tile (1 = none)
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
   int stages;             // stages of the ring the wgmma read
@@ -78,9 +83,9 @@ struct ElemInfo<Elem::kBF16> {
 template <>
 struct ElemInfo<Elem::kF16> : ElemInfo<Elem::kBF16> {};
 
-template <Elem E, int NC, int BN>
+template <Elem E, int NC, int BN, int W>
 struct Config {
-  static constexpr int BM = 64 * NC;
+  static constexpr int BM = 64 * NC * W;
   static constexpr int kSub = ElemInfo<E>::kSub;
   static constexpr int kABytes = BM * kRowBytes * kSub;
   static constexpr int kBBytes = BN * kRowBytes * kSub;
@@ -92,9 +97,9 @@ struct Config {
   static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
-  // Output staging per consumer: 64 rows x BN bf16 as BN/64 boxes of 64 x 128 B, 128-byte swizzled (none when
-  // converting: the e4m3 ring needs the room).
-  static constexpr int kEpiBytes = kConvert ? 0 : 64 * BN * 2;
+  // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled
+  // (none when converting: the e4m3 ring needs the room).
+  static constexpr int kEpiBytes = kConvert ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
@@ -152,11 +157,13 @@ __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorM
       : "memory");
 }
 
-// Arrive on the barrier at the same offset in CTA `rank` of this cluster (this CTA's own for its own rank).
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t rank) {
+// Arrive on the barrier at the same offset in CTA `rank` of this cluster. Release at CTA scope, as for a local
+// arrive: the arrival only says this CTA's wgmma finished reading the stage, and cluster-scope release costs a
+// cluster-wide fence on every stage.
+__device__ __forceinline__ void mbar_arrive_remote(uint64_t *bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -188,6 +195,12 @@ __device__ __forceinline__ void sts128(uint32_t addr, uint32_t a, uint32_t b, ui
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
@@ -201,13 +214,18 @@ __device__ __forceinline__ void prefetch_map(const CUtensorMap *map) {
 }
 
 // K-major operand, 128-byte swizzle: rows of 128 B, 8-row core groups 1024 B apart (SBO); LBO is unused.
-__device__ __forceinline__ uint64_t smem_desc(const void *p) {
-  const uint32_t addr = smem_u32(p);
+__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
   uint64_t d = (addr & 0x3FFFF) >> 4;
   d |= uint64_t(1) << 16;
   d |= uint64_t(1024 >> 4) << 32;
   d |= uint64_t(1) << 62;
   return d;
+}
+
+// Descriptor of the operand `bytes` further on (a multiple of 16): the start address is the low 14 bits in
+// 16-byte units and shared addresses stay below 2^18, so a 32-bit add of the low word never carries.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (uint32_t(desc) + (bytes >> 4));
 }
 
 template <int R>
@@ -218,25 +236,36 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
 
 __device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
 
+// Slot and phase parity of the next use of a ring of `n` stages, advanced incrementally (no division by the
+// runtime stage count on the per-block path).
+struct RingPos {
+  int slot = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance(int n) {
+    if (++slot == n) slot = 0, phase ^= 1;
+  }
+};
+
 struct Unit {
   int mb, nb, split, tile;  // m block, n block, K split, tile index (split-K counters and partials)
   int kb0, kb1;             // this split's 128-K blocks
 };
 
 // Cluster work unit -> this CTA's share. Splits of one tile are adjacent so they run at the same time; cluster
-// rows are rasterised in groups of `group_m` that sweep N together. The second CTA of a cluster on an odd last
-// row gets m block num_m: its loads are out of bounds (zero-filled) and its stores are dropped. Producer,
-// converters and consumers all walk units through this, so they agree on every stage.
+// unit rows are rasterised in groups of `group_m` that sweep N together. The second CTA of a cluster past the
+// last M (N) block gets a block whose loads are out of bounds (zero-filled) and whose stores are dropped.
+// Producer, converters and consumers all walk units through this, so they agree on every stage.
 __device__ __forceinline__ Unit unit_at(const Params &p, int unit, uint32_t rank) {
   Unit u;
   u.split = unit % p.splits;
   const int ctile = unit / p.splits;
-  const int per_group = p.group_m * p.num_n;
+  const int per_group = p.group_m * p.units_n;
   const int group = ctile / per_group, first_m = group * p.group_m;
-  const int rows = min(p.num_mc - first_m, p.group_m);
+  const int rows = min(p.units_m - first_m, p.group_m);
   const int in_group = ctile % per_group;
-  u.mb = (first_m + in_group % rows) * p.cluster + int(rank);
-  u.nb = in_group / rows;
+  const int um = first_m + in_group % rows, un = in_group / rows;
+  u.mb = p.cluster_n ? um : um * p.cluster + int(rank);
+  u.nb = p.cluster_n ? un * p.cluster + int(rank) : un;
   u.tile = ctile * p.cluster + int(rank);
   const int per_split = (p.KB + p.splits - 1) / p.splits;
   u.kb0 = u.split * per_split, u.kb1 = min(p.KB, u.kb0 + per_split);
@@ -244,13 +273,13 @@ __device__ __forceinline__ Unit unit_at(const Params &p, int unit, uint32_t rank
 }
 #endif  // FP8GEMM_SM90A
 
-template <Elem E, int NC, int BN>
-__global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
+template <Elem E, int NC, int BN, int W>
+__global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                 const __grid_constant__ CUtensorMap map_as, const __grid_constant__ CUtensorMap map_c,
                 const Params p) {
 #ifdef FP8GEMM_SM90A
-  using C = Config<E, NC, BN>;
+  using C = Config<E, NC, BN, W>;
   constexpr int BM = C::BM, kSub = C::kSub, kAcc = C::kAcc;
   constexpr int kSteps = kQuant / ElemInfo<E>::kWgmmaK;  // wgmma per 128-K block
   constexpr int kStepsPerSub = kSteps / kSub;
@@ -266,10 +295,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
   uint64_t *raw_full = empty + S;
   uint64_t *raw_empty = raw_full + R;
   int *split_flag = reinterpret_cast<int *>(raw_empty + R);
+  const uint32_t tiles_u32 = smem_u32(tiles), scales_u32 = smem_u32(scales);
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const uint32_t rank = p.cluster > 1 ? cluster_rank() : 0;
-  const int total_units = p.num_mc * p.num_n * p.splits;
+  const int total_units = p.units_m * p.units_n * p.splits;
   const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
 
   if (threadIdx.x == 0) {
@@ -295,29 +325,37 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
     // Producer: one thread walks the same unit sequence as the consumers and keeps the ring full.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {
-      int it = 0;
+      RingPos pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
         const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
-        for (int kb = kb0; kb < kb1; ++kb, ++it) {
+        for (int kb = kb0; kb < kb1; ++kb) {
           if constexpr (C::kConvert) {
-            const int r = it % R;
-            mbar_wait(&raw_empty[r], ((it / R) & 1) ^ 1);
+            const int r = pos.slot;
+            mbar_wait(&raw_empty[r], pos.phase ^ 1);
             mbar_expect_tx(&raw_full[r], C::kStageBytes);
             tma_load_2d(raw + r * C::kRawBytes, &map_a, &raw_full[r], kb * kQuant, mb * BM);
             tma_load_2d(raw + r * C::kRawBytes + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
+            pos.advance(R);
             continue;
           }
-          const int s = it % S;
-          mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+          const int s = pos.slot;
+          mbar_wait(&empty[s], pos.phase ^ 1);
           mbar_expect_tx(&full[s], C::kStageBytes);
           uint8_t *a_dst = tiles + s * (C::kABytes + C::kBBytes);
           uint8_t *b_dst = a_dst + C::kABytes;
 #pragma unroll
           for (int sub = 0; sub < kSub; ++sub) {
             const int k_elem = kb * kQuant + sub * (kQuant / kSub);
-            tma_load_2d(a_dst + sub * BM * kRowBytes, &map_a, &full[s], k_elem, mb * BM);
-            if (p.cluster > 1) {
-              constexpr int kHalf = BN / 2;  // a multiple of 8 rows: the halves keep the swizzle phase
+            // Halves of a shared tile are multiples of 8 rows: they keep the swizzle phase.
+            if (p.cluster > 1 && p.cluster_n) {
+              constexpr int kHalf = BM / 2;
+              tma_load_2d_multicast(a_dst + (sub * BM + int(rank) * kHalf) * kRowBytes, &map_a, &full[s], k_elem,
+                                    mb * BM + int(rank) * kHalf, 0x3);
+            } else {
+              tma_load_2d(a_dst + sub * BM * kRowBytes, &map_a, &full[s], k_elem, mb * BM);
+            }
+            if (p.cluster > 1 && !p.cluster_n) {
+              constexpr int kHalf = BN / 2;
               tma_load_2d_multicast(b_dst + (sub * BN + int(rank) * kHalf) * kRowBytes, &map_b, &full[s], k_elem,
                                     nb * BN + int(rank) * kHalf, 0x3);
             } else {
@@ -325,19 +363,20 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
             }
           }
           tma_load_2d(scales + s * BM, &map_as, &full[s], mb * BM, kb);
+          pos.advance(S);
         }
       }
     } else if (C::kConvert && tid >= 32) {
       // Converters: e4m3 stage -> f16 stage. One job = one 16-byte chunk (16 K) of one row, read through the
       // 128-byte swizzle and written as two f16 chunks of the same row in the two-atom f16 layout.
       const int ct = tid - 32, lane = tid % 32;
-      int it = 0;
+      RingPos raw_pos, pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
         const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
-        for (int kb = kb0; kb < kb1; ++kb, ++it) {
-          const int r = it % R, s = it % S;
-          mbar_wait(&raw_full[r], (it / R) & 1);
-          mbar_wait(&empty[s], ((it / S) & 1) ^ 1);
+        for (int kb = kb0; kb < kb1; ++kb) {
+          const int r = raw_pos.slot, s = pos.slot;
+          mbar_wait(&raw_full[r], raw_pos.phase);
+          mbar_wait(&empty[s], pos.phase ^ 1);
           const uint32_t src = smem_u32(raw + r * C::kRawBytes);
           const uint32_t dst = smem_u32(tiles + s * (C::kABytes + C::kBBytes));
           constexpr int kJobs = (BM + BN) * 8, kStride = 32 * C::kConverterWarps, kBatch = 2;
@@ -376,98 +415,127 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
             mbar_arrive(&full[s]);
             mbar_arrive(&raw_empty[r]);
           }
+          raw_pos.advance(R), pos.advance(S);
         }
       }
     }
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int cw = wg - 1;  // consumer index: rows [cw*64, cw*64+64) of the tile
+    const int cw = wg - 1;  // consumer index: rows [cw*64*W, (cw+1)*64*W) of the tile, wave w from row 64*w
     const int warp = tid / 32, lane = tid % 32;
-    const int row_in_tile = cw * 64 + warp * 16 + lane / 4;  // and +8
-    const int col_in_tile = (lane % 4) * 2;                  // + 8*j
+    const int row_in_wave = warp * 16 + lane / 4;  // and +8
+    const int first_row = cw * 64 * W;
+    const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = (p.N + kQuant - 1) / kQuant;
-    float acc[kAcc], res[kAcc];
-    int it = 0;
+    constexpr int kRes = W * kAcc;  // result floats per thread
+    float acc[kAcc], res[W][kAcc];
+    RingPos pos;
     for (int unit = first_unit; unit < total_units; unit += unit_stride) {
-      const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
+      const Unit u = unit_at(p, unit, rank);  // plain names: the K-loop lambda captures them (C++17)
+      const int mb = u.mb, nb = u.nb, split = u.split, tile = u.tile, kb0 = u.kb0, kb1 = u.kb1;
       const int n0 = nb * BN;
       // A tile spans at most two b_scale blocks (BN <= 192 and n0 % 128 in {0, 64}); columns from `hi_from`
-      // on take the second one.
-      const int nblk_lo = n0 / kQuant, nblk_hi = min(nblk_lo + 1, NB - 1);
+      // (64 or 128 when inside the tile) on take the second one. A cluster's padding block past N reads the last
+      // one (its results are dropped).
+      const int nblk_lo = min(n0 / kQuant, NB - 1), nblk_hi = min(nblk_lo + 1, NB - 1);
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
-      const int m_row = C::kConvert ? mb * BM + row_in_tile : 0;  // for A's scales; and +8
+      const int m_row = mb * BM + first_row + row_in_wave;  // of wave 0; and +8, +64*w
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) res[i] = 0.f;
+      for (int w = 0; w < W; ++w)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) res[w][i] = 0.f;
 
-      // Issues block kb's wgmma (ring slot `slot`) into `d` and returns its combined scales. A's scales are
-      // read right after the full barrier, long before the stage is released: read after the wgmma wait,
-      // they were seen overwritten by the stage's next TMA on large grids (bench/results/fp8-gemm-h200.md).
-      auto issue = [&](float(&d)[kAcc], int kb, int slot, float(&f)[4]) __attribute__((always_inline)) {
-        const int s = slot % S;
-        const float sb_lo = __ldg(p.b_scale + nblk_lo * p.bs_s0 + kb * p.bs_s1);
-        const float sb_hi = __ldg(p.b_scale + nblk_hi * p.bs_s0 + kb * p.bs_s1);
-        float sa0 = 0.f, sa1 = 0.f;
-        if constexpr (C::kConvert) {  // from global memory: the e4m3 ring has no room for A's scales
-          if (m_row < p.M) sa0 = __ldg(p.a_scale + kb * p.as_ld + m_row);
-          if (m_row + 8 < p.M) sa1 = __ldg(p.a_scale + kb * p.as_ld + m_row + 8);
-        }
-        mbar_wait(&full[s], (slot / S) & 1);
-        if constexpr (!C::kConvert) {
-          sa0 = scales[s * BM + row_in_tile], sa1 = scales[s * BM + row_in_tile + 8];
-          asm volatile("" : "+f"(sa0), "+f"(sa1)::"memory");
-        }
-        const uint8_t *a_src = tiles + s * (C::kABytes + C::kBBytes) + cw * 64 * kRowBytes;
-        const uint8_t *b_src = tiles + s * (C::kABytes + C::kBBytes) + C::kABytes;
-        fence_regs(d);
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
-          Wgmma<E, BN>::run(d, smem_desc(a_src + sub * BM * kRowBytes + off),
-                            smem_desc(b_src + sub * BN * kRowBytes + off), step > 0);
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-        sa0 *= p.scale_mul, sa1 *= p.scale_mul;
-        f[0] = sa0 * sb_lo, f[1] = sa0 * sb_hi, f[2] = sa1 * sb_lo, f[3] = sa1 * sb_hi;
-      };
-      // After the wait that covers block `slot`'s wgmma: release its stage, fold `d` into res.
-      auto retire = [&](float(&d)[kAcc], int slot, const float(&f)[4]) __attribute__((always_inline)) {
-        fence_regs(d);
-        __syncwarp();
-        if (lane == 0) {
-          if (p.cluster > 1) {
-            for (uint32_t r = 0; r < uint32_t(p.cluster); ++r) mbar_arrive_cluster(&empty[slot % S], r);
-          } else {
-            mbar_arrive(&empty[slot % S]);
+      // The K loop, with the column where the second b_scale block starts known at compile time (kHiFrom >= BN:
+      // one block), so the promotion is straight FMAs.
+      auto k_loop = [&](auto hi_from_tag) __attribute__((always_inline)) {
+        constexpr int kHiFrom = decltype(hi_from_tag)::value;
+        // B's scales come from global memory one block ahead: their latency hides behind a block's wgmma.
+        const float *sb_lo_ptr = p.b_scale + nblk_lo * p.bs_s0 + int64_t(kb0) * p.bs_s1;
+        const float *sb_hi_ptr = p.b_scale + nblk_hi * p.bs_s0 + int64_t(kb0) * p.bs_s1;
+        float sb_next_lo = kb0 < kb1 ? __ldg(sb_lo_ptr) : 0.f;
+        float sb_next_hi = kb0 < kb1 && kHiFrom < BN ? __ldg(sb_hi_ptr) : 0.f;
+        for (int kb = kb0; kb < kb1; ++kb) {
+          const int s = pos.slot;
+          const float sb_lo = sb_next_lo * p.scale_mul, sb_hi = sb_next_hi * p.scale_mul;
+          sb_lo_ptr += p.bs_s1, sb_hi_ptr += p.bs_s1;
+          if (kb + 1 < kb1) {
+            sb_next_lo = __ldg(sb_lo_ptr);
+            if constexpr (kHiFrom < BN) sb_next_hi = __ldg(sb_hi_ptr);
           }
-        }
+          float sa[W][2] = {};
+          if constexpr (C::kConvert) {  // from global memory: the e4m3 ring has no room for A's scales
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const bool hi = j * 8 >= hi_from;
-          const float f0 = hi ? f[1] : f[0], f1 = hi ? f[3] : f[2];
-          res[4 * j + 0] = fmaf(d[4 * j + 0], f0, res[4 * j + 0]);
-          res[4 * j + 1] = fmaf(d[4 * j + 1], f0, res[4 * j + 1]);
-          res[4 * j + 2] = fmaf(d[4 * j + 2], f1, res[4 * j + 2]);
-          res[4 * j + 3] = fmaf(d[4 * j + 3], f1, res[4 * j + 3]);
+            for (int w = 0; w < W; ++w)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+                if (m_row + 64 * w + 8 * h < p.M) sa[w][h] = __ldg(p.a_scale + kb * p.as_ld + m_row + 64 * w + 8 * h);
+          }
+          mbar_wait(&full[s], pos.phase);
+          // A's scales are read right after the full barrier, long before the stage is released: read after the
+          // wgmma wait, they were seen overwritten by the stage's next TMA on large grids
+          // (bench/results/fp8-gemm-h200.md).
+          if constexpr (!C::kConvert) {
+            const uint32_t sa_base = scales_u32 + (s * BM + first_row + row_in_wave) * 4;
+#pragma unroll
+            for (int w = 0; w < W; ++w)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + 8 * h) * 4);
+          }
+          const uint32_t stage = tiles_u32 + s * (C::kABytes + C::kBBytes);
+          const uint64_t a_desc = smem_desc(stage + first_row * kRowBytes), b_desc = smem_desc(stage + C::kABytes);
+#pragma unroll
+          for (int w = 0; w < W; ++w) {
+            fence_regs(acc);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int step = 0; step < kSteps; ++step) {
+              const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
+              Wgmma<E, BN>::run(acc, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
+                                desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            fence_regs(acc);
+            if (w == W - 1) {  // the last wave has read the stage: release it to every CTA that fills it
+              __syncwarp();
+              if (lane == 0) {
+                mbar_arrive(&empty[s]);
+                if (p.cluster > 1) mbar_arrive_remote(&empty[s], rank ^ 1);
+              }
+            }
+            const float f0_lo = sa[w][0] * sb_lo, f1_lo = sa[w][1] * sb_lo;
+            const float f0_hi = sa[w][0] * sb_hi, f1_hi = sa[w][1] * sb_hi;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+              const float f0 = j * 8 >= kHiFrom ? f0_hi : f0_lo, f1 = j * 8 >= kHiFrom ? f1_hi : f1_lo;
+              res[w][4 * j + 0] = fmaf(acc[4 * j + 0], f0, res[w][4 * j + 0]);
+              res[w][4 * j + 1] = fmaf(acc[4 * j + 1], f0, res[w][4 * j + 1]);
+              res[w][4 * j + 2] = fmaf(acc[4 * j + 2], f1, res[w][4 * j + 2]);
+              res[w][4 * j + 3] = fmaf(acc[4 * j + 3], f1, res[w][4 * j + 3]);
+            }
+          }
+          pos.advance(S);
         }
       };
-      const int n = kb1 - kb0;
-      float f[4];
-      for (int i = 0; i < n; ++i) {
-        issue(acc, kb0 + i, it + i, f);
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        retire(acc, it + i, f);
+      if (hi_from >= BN) {
+        k_loop(std::integral_constant<int, BN>{});
+      } else if constexpr (BN > 128) {
+        if (hi_from == 128) k_loop(std::integral_constant<int, 128>{});
+        else k_loop(std::integral_constant<int, 64>{});
+      } else {
+        k_loop(std::integral_constant<int, 64>{});
       }
-      it += max(n, 0);
 
       if (p.splits > 1) {
         // Every split stores its FP32 partial (in register order, so the reads below are coalesced); the last
         // to arrive sums them and writes bf16. No CTA waits on another, so any schedule completes.
         float4 *slot = reinterpret_cast<float4 *>(p.workspace) +
-                       (size_t(tile * p.splits + split) * NC * 128 + (cw * 128 + tid)) * (kAcc / 4);
+                       (size_t(tile * p.splits + split) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
 #pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i)
-          slot[i] = make_float4(res[4 * i], res[4 * i + 1], res[4 * i + 2], res[4 * i + 3]);
+        for (int w = 0; w < W; ++w)
+#pragma unroll
+          for (int i = 0; i < kAcc / 4; ++i)
+            slot[w * kAcc / 4 + i] = make_float4(res[w][4 * i], res[w][4 * i + 1], res[w][4 * i + 2], res[w][4 * i + 3]);
         __threadfence();
         consumer_sync(NC * 128);
         if (threadIdx.x == 128) {
@@ -484,64 +552,71 @@ __global__ void __launch_bounds__(Config<E, NC, BN>::kThreads, 1)
         for (int other = 0; other < p.splits; ++other) {
           if (other == split) continue;
           const float4 *peer = reinterpret_cast<const float4 *>(p.workspace) +
-                               (size_t(tile * p.splits + other) * NC * 128 + (cw * 128 + tid)) * (kAcc / 4);
+                               (size_t(tile * p.splits + other) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
 #pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i) {
-            const float4 v = __ldcg(peer + i);
-            res[4 * i] += v.x, res[4 * i + 1] += v.y, res[4 * i + 2] += v.z, res[4 * i + 3] += v.w;
-          }
+          for (int w = 0; w < W; ++w)
+#pragma unroll
+            for (int i = 0; i < kAcc / 4; ++i) {
+              const float4 v = __ldcg(peer + w * kAcc / 4 + i);
+              res[w][4 * i] += v.x, res[w][4 * i + 1] += v.y, res[w][4 * i + 2] += v.z, res[w][4 * i + 3] += v.w;
+            }
         }
       }
 
-      const int m_lo = mb * BM + row_in_tile;
       if (p.tma_store) {
         // Epilogue: bf16 pairs into this consumer's swizzled staging tile (16-byte chunk index XOR row % 8:
         // each warp store hits 32 distinct banks), then one thread TMA-stores it; the store drains while the
         // next tile's main loop runs. Rows/cols past M/N are clipped by the copy engine.
         uint8_t *stage_c = epi + cw * C::kEpiBytes;
         const uint32_t stage_base = smem_u32(stage_c);
-        const int r = warp * 16 + lane / 4, swz = (lane / 4) & 7;
+        const int swz = (lane / 4) & 7;
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // previous tile's store
         named_sync(2 + cw, 128);
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
+        for (int w = 0; w < W; ++w)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int off = (j / 8) * 64 * 128 + (r + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
-            const __nv_bfloat162 v = __floats2bfloat162_rn(res[4 * j + 2 * h], res[4 * j + 2 * h + 1]);
-            sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
-          }
-        }
+          for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int box = w * (BN / 64) + j / 8;
+              const int off = box * 64 * 128 + (row_in_wave + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
+              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][4 * j + 2 * h], res[w][4 * j + 2 * h + 1]);
+              sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
+            }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         named_sync(2 + cw, 128);
         if (tid == 0) {
 #pragma unroll
-          for (int box = 0; box < BN / 64; ++box)
-            tma_store_2d(&map_c, stage_c + box * 64 * 128, n0 + box * 64, mb * BM + cw * 64);
+          for (int w = 0; w < W; ++w)
+#pragma unroll
+            for (int box = 0; box < BN / 64; ++box)
+              tma_store_2d(&map_c, stage_c + (w * (BN / 64) + box) * 64 * 128, n0 + box * 64,
+                           mb * BM + first_row + 64 * w);
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
         continue;
       }
       // Epilogue without TMA (odd N or unaligned c): bf16 pairs straight from registers.
-      const int m_hi = m_lo + 8;
       const bool pairs = (p.N % 2) == 0;
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int n = n0 + j * 8 + col_in_tile;
+      for (int w = 0; w < W; ++w)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int m = h ? m_hi : m_lo;
-          if (m >= p.M || n >= p.N) continue;
-          __nv_bfloat16 *dst = p.c + size_t(m) * p.N + n;
-          const float v0 = res[4 * j + 2 * h], v1 = res[4 * j + 2 * h + 1];
-          if (pairs) {
-            *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(v0, v1);
-          } else {
-            dst[0] = __float2bfloat16_rn(v0);
-            if (n + 1 < p.N) dst[1] = __float2bfloat16_rn(v1);
+        for (int j = 0; j < BN / 8; ++j) {
+          const int n = n0 + j * 8 + col_in_tile;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int m = m_row + 64 * w + 8 * h;
+            if (m >= p.M || n >= p.N) continue;
+            __nv_bfloat16 *dst = p.c + size_t(m) * p.N + n;
+            const float v0 = res[w][4 * j + 2 * h], v1 = res[w][4 * j + 2 * h + 1];
+            if (pairs) {
+              *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(v0, v1);
+            } else {
+              dst[0] = __float2bfloat16_rn(v0);
+              if (n + 1 < p.N) dst[1] = __float2bfloat16_rn(v1);
+            }
           }
         }
-      }
     }
     // The staging tiles must stay valid until the last stores have read them.
     if (p.tma_store && tid == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");

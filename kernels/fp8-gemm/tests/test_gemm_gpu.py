@@ -11,9 +11,12 @@ pytestmark = pytest.mark.gpu
 # (M, N, K): tails in every dimension, N = 576 (a half b_scale block), K not a multiple of 128, tiny M.
 SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256, 320, 1040), (1, 200, 512),
           (1024, 576, 7168), (512, 4096, 512)]  # fmt: skip
-# "nc,bn,splits[,cluster]": cluster 2 multicasts B into two CTAs (odd M-block counts leave one CTA idle).
+# "nc,bn,splits[,cluster[,waves]]": cluster m2 (or 2) multicasts B into two CTAs on adjacent M blocks, n2
+# multicasts A into two on adjacent N blocks (odd block counts leave one CTA idle); waves 2 = 256-row tiles.
 FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
-                "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2"]  # fmt: skip
+                "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2",
+                "2,128,1,1,2", "2,128,3,1,2", "2,128,1,n2,2", "2,128,2,n2,2",
+                "2,128,1,m2,2", "2,192,1,n2", "1,128,1,n2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 
 
@@ -93,7 +96,7 @@ def test_fnuz_strict_configurations(fp8_gemm_cuda, env, config):
     check(fp8_gemm_cuda, 300, 1000, 2304, False, "strict", dtype=torch.float8_e4m3fnuz, seed=11)
 
 
-@pytest.mark.parametrize("config", ["2,192,1", "2,128,3,2", "1,128,1,2"])
+@pytest.mark.parametrize("config", ["2,192,1", "2,128,3,2", "1,128,1,2", "2,128,1,n2,2", "2,128,2,1,2"])
 def test_register_epilogue(fp8_gemm_cuda, env, config):
     # The path taken when N % 8 != 0 or c is not 16-byte aligned, forced on shapes the TMA store also takes.
     env.setenv("FP8GEMM_REGISTER_EPILOGUE", "1")
@@ -161,8 +164,13 @@ def test_bad_config_override_is_named(fp8_gemm_cuda, env):
     env.setenv("FP8GEMM_CONFIG", "3,128,1")
     with pytest.raises(RuntimeError, match="FP8GEMM_CONFIG names a tile shape that is not compiled"):
         fp8_gemm_cuda.gemm(a, b, a_s, b_s)
-    env.setenv("FP8GEMM_CONFIG", "2,128,1,3")
-    with pytest.raises(RuntimeError, match="with cluster 1 or 2"):
+    for bad in ["2,128,1,3", "2,128", "2,x,1", "2,128,1,n2,0", "2,128,1,1,3"]:
+        env.setenv("FP8GEMM_CONFIG", bad)
+        expected = r"with cluster 1, m2 \(or 2\) or n2 and waves 1 or 2 .*got \""
+        with pytest.raises(RuntimeError, match=expected + bad):
+            fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    env.setenv("FP8GEMM_CONFIG", "1,64,1,1,2")
+    with pytest.raises(RuntimeError, match="waves=2 .FP8GEMM_CONFIG names a tile shape that is not compiled"):
         fp8_gemm_cuda.gemm(a, b, a_s, b_s)
     env.setenv("FP8GEMM_CONFIG", "2,128,1,2")
     with pytest.raises(RuntimeError, match="strict mode has no 2-CTA cluster kernels"):
