@@ -87,12 +87,17 @@ def tflops(m, n, k, us):
     return 2 * m * n * k / (us * 1e-6) / 1e12 if us else None
 
 
+def cublas_fn(a, b, a_s, b_s):
+    """torch._scaled_mm blockwise on K-major operands, scales in the layouts it accepts."""
+    scale_a = a_s.T.contiguous().T  # (M, K/128), outer-dim-major
+    scale_b = b_s.T  # (K/128, N/128), K-contiguous
+    return lambda: torch._scaled_mm(a, b.T, scale_a, scale_b, out_dtype=torch.bfloat16)
+
+
 def cublas_case(m, n, k, a, b, a_s, b_s, ref):
     """torch._scaled_mm blockwise on K-major operands: (us, correct) or (None, None) where it refuses."""
     try:
-        scale_a = a_s.T.contiguous().T  # (M, K/128), outer-dim-major
-        scale_b = b_s.T  # (K/128, N/128), K-contiguous
-        fn = lambda: torch._scaled_mm(a, b.T, scale_a, scale_b, out_dtype=torch.bfloat16)  # noqa: E731
+        fn = cublas_fn(a, b, a_s, b_s)
         err, _ = verdict(fn(), ref)
         return kernel_us(fn), err < FAST_BAR
     except RuntimeError as e:
