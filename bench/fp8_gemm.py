@@ -43,7 +43,8 @@ FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
     "full-operator = median wall clock of 30 synchronized Python calls, mn-major inputs rotated over 4 fresh "
-    "sets; cuBLAS = torch._scaled_mm blockwise 1x128/128x128 on K-major operands, same process, same inputs"
+    "sets; cuBLAS = torch._scaled_mm blockwise 1x128/128x128 on K-major operands, same process, same inputs "
+    "(k-major a_scale stored M-contiguous for both, as cuBLASLt requires)"
 )
 
 
@@ -60,7 +61,8 @@ def make_inputs(m, n, k, mn_major):
     else:
         a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
         b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
-        a_s = torch.randn(m, cdiv(k, 128), device="cuda")
+        # a_scale stored M-contiguous: the layout cuBLASLt blockwise requires, so both get the same tensor
+        a_s = torch.randn(cdiv(k, 128), m, device="cuda").T
         b_s = torch.randn(cdiv(n, 128), cdiv(k, 128), device="cuda")
     return a, b, a_s, b_s
 
