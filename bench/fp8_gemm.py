@@ -34,7 +34,8 @@ DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in [
     (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384)]]  # fmt: skip
 # "nc,bn,splits,cluster,waves": every compiled fast tile shape without a cluster, and the cluster variants the
 # cost model weighs (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
-_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2)]  # (nc, bn, waves)
+# (nc, bn, waves)
+_TILES = [(2, 192, 1), (2, 144, 1), (2, 128, 1), (2, 96, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2)]
 _CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1")]
 SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)] + [
     f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2)

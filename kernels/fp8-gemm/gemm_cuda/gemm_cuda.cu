@@ -44,7 +44,8 @@ struct Shape {
 };
 constexpr Shape kFp8Shapes[] = {{2, 1, 192, 1, 0, 0.96}, {2, 1, 128, 1, 0, 0.78}, {2, 1, 64, 1, 0, 0.38},
                                 {1, 1, 128, 1, 0, 0.38}, {2, 2, 128, 1, 0, 0.82}, {2, 2, 128, 2, 1, 0.80},
-                                {2, 2, 128, 2, 0, 0.80}, {2, 1, 192, 2, 0, 0.79}};
+                                {2, 2, 128, 2, 0, 0.80}, {2, 1, 192, 2, 0, 0.79}, {2, 1, 96, 1, 0, 0.62},
+                                {2, 1, 144, 1, 0, 0.88}};
 constexpr Shape kBf16Shapes[] = {{2, 1, 128, 1, 0, 1.46}, {2, 1, 64, 1, 0, 1.1}, {1, 1, 128, 1, 0, 0.95}};
 // Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
@@ -339,7 +340,8 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.a_scale = static_cast<const float *>(AS.ptr), p.as_ld = AS.ld;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
   // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it).
-  p.tma_store = elem != Elem::kF16 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
+  // Tiles whose BN is not a multiple of 64 (the staging box width) store from registers.
+  p.tma_store = elem != Elem::kF16 && ch.bn % 64 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
                 !env_flag("FP8GEMM_REGISTER_EPILOGUE");
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N, 64, 64,
                                                 CU_TENSOR_MAP_SWIZZLE_128B)
@@ -367,7 +369,9 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kBF16, 1, 128, 1)
   } else {
     FP8GEMM_CASE(Elem::kE4M3, 2, 192, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 144, 1)
     FP8GEMM_CASE(Elem::kE4M3, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 2, 96, 1)
     FP8GEMM_CASE(Elem::kE4M3, 2, 64, 1)
     FP8GEMM_CASE(Elem::kE4M3, 1, 128, 1)
     FP8GEMM_CASE(Elem::kE4M3, 2, 128, 2)

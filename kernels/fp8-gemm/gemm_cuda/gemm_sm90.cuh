@@ -97,9 +97,10 @@ struct Config {
   static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
-  // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled
-  // (none when converting: the e4m3 ring needs the room).
-  static constexpr int kEpiBytes = kConvert ? 0 : W * 64 * BN * 2;
+  // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled.
+  // None when converting (the e4m3 ring needs the room) or when BN is not a multiple of 64 (those tiles store
+  // from registers).
+  static constexpr int kEpiBytes = kConvert || BN % 64 != 0 ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
@@ -434,9 +435,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       const Unit u = unit_at(p, unit, rank);  // plain names: the K-loop lambda captures them (C++17)
       const int mb = u.mb, nb = u.nb, split = u.split, tile = u.tile, kb0 = u.kb0, kb1 = u.kb1;
       const int n0 = nb * BN;
-      // A tile spans at most two b_scale blocks (BN <= 192 and n0 % 128 in {0, 64}); columns from `hi_from`
-      // (64 or 128 when inside the tile) on take the second one. A cluster's padding block past N reads the last
-      // one (its results are dropped).
+      // A tile spans at most two b_scale blocks (BN <= 192, and n0 % 128 + BN <= 256 for every compiled BN);
+      // columns from `hi_from` on take the second one. A cluster's padding block past N reads the last one (its
+      // results are dropped).
       const int nblk_lo = min(n0 / kQuant, NB - 1), nblk_hi = min(nblk_lo + 1, NB - 1);
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
       const int m_row = mb * BM + first_row + row_in_wave;  // of wave 0; and +8, +64*w
@@ -446,7 +447,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         for (int i = 0; i < kAcc; ++i) res[w][i] = 0.f;
 
       // The K loop, with the column where the second b_scale block starts known at compile time (kHiFrom >= BN:
-      // one block), so the promotion is straight FMAs.
+      // one block), so the promotion is straight FMAs; kHiFrom < 0: compared at run time (BN % 64 != 0).
       auto k_loop = [&](auto hi_from_tag) __attribute__((always_inline)) {
         constexpr int kHiFrom = decltype(hi_from_tag)::value;
         // B's scales come from global memory one block ahead: their latency hides behind a block's wgmma.
@@ -507,7 +508,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             const float f0_hi = sa[w][0] * sb_hi, f1_hi = sa[w][1] * sb_hi;
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
-              const float f0 = j * 8 >= kHiFrom ? f0_hi : f0_lo, f1 = j * 8 >= kHiFrom ? f1_hi : f1_lo;
+              const bool hi = kHiFrom < 0 ? j * 8 >= hi_from : j * 8 >= kHiFrom;
+              const float f0 = hi ? f0_hi : f0_lo, f1 = hi ? f1_hi : f1_lo;
               res[w][4 * j + 0] = fmaf(acc[4 * j + 0], f0, res[w][4 * j + 0]);
               res[w][4 * j + 1] = fmaf(acc[4 * j + 1], f0, res[w][4 * j + 1]);
               res[w][4 * j + 2] = fmaf(acc[4 * j + 2], f1, res[w][4 * j + 2]);
@@ -519,7 +521,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       };
       if (hi_from >= BN) {
         k_loop(std::integral_constant<int, BN>{});
-      } else if constexpr (BN > 128) {
+      } else if constexpr (BN % 64 != 0) {
+        k_loop(std::integral_constant<int, -1>{});
+      } else if constexpr (BN > 128) {  // n0 % 128 is 0 or 64: the split is at 128 or 64
         if (hi_from == 128) k_loop(std::integral_constant<int, 128>{});
         else k_loop(std::integral_constant<int, 64>{});
       } else {
@@ -563,7 +567,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         }
       }
 
-      if (p.tma_store) {
+      if (C::kEpiBytes > 0 && p.tma_store) {
         // Epilogue: bf16 pairs into this consumer's swizzled staging tile (16-byte chunk index XOR row % 8:
         // each warp store hits 32 distinct banks), then one thread TMA-stores it; the store drains while the
         // next tile's main loop runs. Rows/cols past M/N are clipped by the copy engine.

@@ -4,7 +4,7 @@ Run `python gen_wgmma.py > wgmma_ops.cuh` after changing NS. The PTX forms are s
 its own list of N/2 accumulator registers, which the preprocessor cannot count.
 """
 
-NS = (64, 128, 192)
+NS = (64, 96, 128, 144, 192)
 FORMS = {
     # name: (PTX shape suffix, k, trailing immediates: scale-a, scale-b [, trans-a, trans-b])
     "e4m3": ("f32.e4m3.e4m3", 32, "1, 1"),

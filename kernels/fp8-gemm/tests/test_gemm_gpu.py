@@ -12,11 +12,13 @@ pytestmark = pytest.mark.gpu
 SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256, 320, 1040), (1, 200, 512),
           (1024, 576, 7168), (512, 4096, 512)]  # fmt: skip
 # "nc,bn,splits[,cluster[,waves]]": cluster m2 (or 2) multicasts B into two CTAs on adjacent M blocks, n2
-# multicasts A into two on adjacent N blocks (odd block counts leave one CTA idle); waves 2 = 256-row tiles.
+# multicasts A into two on adjacent N blocks (odd block counts leave one CTA idle); waves 2 = 256-row tiles;
+# bn 96 and 144 (not multiples of 64) split the b_scale block anywhere and store from registers.
 FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
                 "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2",
                 "2,128,1,1,2", "2,128,3,1,2", "2,128,1,n2,2", "2,128,2,n2,2",
-                "2,128,1,m2,2", "2,192,1,n2", "1,128,1,n2"]  # fmt: skip
+                "2,128,1,m2,2", "2,192,1,n2", "1,128,1,n2", "2,96,1", "2,144,1", "2,144,3", "2,96,1,m2",
+                "2,144,1,n2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 
 
