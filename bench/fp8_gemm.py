@@ -37,9 +37,12 @@ DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in [
 # (nc, bn, waves)
 _TILES = [(2, 192, 1), (2, 144, 1), (2, 128, 1), (2, 96, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2)]
 _CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1")]
-SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)] + [
-    f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2)
-]
+# Splits "t": full waves unsplit, the partial last wave's tiles split (opt-in, not weighed by the cost model).
+SWEEP = (
+    [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)]
+    + [f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2, "t")]
+    + ["2,128,t,1,2"]
+)
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "

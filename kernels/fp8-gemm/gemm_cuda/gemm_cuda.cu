@@ -29,10 +29,28 @@ int64_t cdiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 int64_t round_up(int64_t x, int64_t y) { return cdiv(x, y) * y; }
 
 // A launch configuration: tile = (64 * nc * waves) x bn, K split, and a cluster of 1 or 2 CTAs that pairs
-// adjacent M blocks (sharing B) or, with cluster_n, adjacent N blocks (sharing A).
+// adjacent M blocks (sharing B) or, with cluster_n, adjacent N blocks (sharing A). With `tail` (and no split)
+// the tiles of a partial last wave are split along K so that it fills the GPU (FP8GEMM_CONFIG only).
 struct Choice {
   int nc, bn, splits, cluster, waves, cluster_n;
+  bool tail;
 };
+
+// K splits (2-4) for the tiles of a partial last wave, `units` cluster tiles on `slots` resident clusters: the
+// count whose rounds take the least time, if that beats one unsplit round; else 1. Only after two full waves and
+// with at least two 128-K blocks per split. Opt-in (FP8GEMM_CONFIG splits "t"): on the H200 it measured no
+// faster than the unsplit last wave (6144x1536x7168, 4096x2112x7168), so the cost model does not weigh it.
+int tail_splits(int64_t units, int64_t slots, int64_t KB) {
+  const int64_t rem = units % slots;
+  if (units < 2 * slots || rem == 0) return 1;
+  int best = 1;
+  double best_time = 1.0;  // in unsplit tile times
+  for (int s = 2; s <= 4 && KB >= 2 * s; ++s) {
+    const double time = double(cdiv(rem * s, slots)) / s;  // rounds of split units, in unsplit tile times
+    if (time < best_time - 1e-9) best = s, best_time = time;
+  }
+  return best;
+}
 
 // Candidate configurations for each input type: tile shape (consumer warpgroups, waves per consumer, block N),
 // cluster (1, or 2 along M or, with cluster_n, along N) and the measured H200 time of one wave of 132 tiles over
@@ -70,15 +88,16 @@ Choice choose(const Shape (&shapes)[NS], int64_t M, int64_t N, int64_t K, int sm
       const int64_t waves = cdiv(tiles * splits, sms);
       double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? 4.0 : 0.5)), mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / 1.5e6;
-      if (cost < best_cost * 0.97) best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n};
+      if (cost < best_cost * 0.97)
+        best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n, false};
     }
   }
   return best;
 }
 
 // FP8GEMM_CONFIG="nc,bn,splits[,cluster[,waves]]" forces a configuration (benchmark sweeps; not for production
-// use). cluster: 1; m2 (or 2) = two CTAs on adjacent M blocks multicasting B; n2 = adjacent N blocks
-// multicasting A.
+// use). splits: a count, or t = none but the partial last wave's tiles split; cluster: 1; m2 (or 2) = two CTAs
+// on adjacent M blocks multicasting B; n2 = adjacent N blocks multicasting A.
 bool config_override(Choice &c) {
   const char *env = std::getenv("FP8GEMM_CONFIG");
   if (env == nullptr || *env == '\0') return false;
@@ -92,14 +111,17 @@ bool config_override(Choice &c) {
     return !t.empty() && *end == '\0' && v > 0 && v <= 1024;
   };
   const std::string cl = f.size() > 3 ? f[3] : "1";
-  bool ok = (f.size() >= 3 && f.size() <= 5) && number(f[0], c.nc) && number(f[1], c.bn) && number(f[2], c.splits);
+  c.tail = f.size() > 2 && f[2] == "t";
+  if (c.tail) c.splits = 1;
+  bool ok = (f.size() >= 3 && f.size() <= 5) && number(f[0], c.nc) && number(f[1], c.bn) &&
+            (c.tail || number(f[2], c.splits));
   c.waves = 1;
   if (ok && f.size() == 5) ok = number(f[4], c.waves);
   c.cluster = cl == "1" ? 1 : 2;
   c.cluster_n = cl == "n2";
   ok = ok && (cl == "1" || cl == "2" || cl == "m2" || cl == "n2") && c.waves <= 2;
-  TORCH_CHECK(ok, "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits[,cluster[,waves]]\" with cluster 1, m2 (or 2) or n2 ",
-              "and waves 1 or 2 (e.g. \"2,128,1,n2,2\"), got \"", env, "\"");
+  TORCH_CHECK(ok, "gemm: FP8GEMM_CONFIG must be \"nc,bn,splits[,cluster[,waves]]\" with splits a count or t, ",
+              "cluster 1, m2 (or 2) or n2 and waves 1 or 2 (e.g. \"2,128,1,n2,2\"), got \"", env, "\"");
   return true;
 }
 
@@ -233,9 +255,10 @@ int *split_counters(const at::Device &device, int64_t tiles) {
   return t.data_ptr<int>();
 }
 
+// Launches one configuration; `like` gives the device and options of the split-K workspace it allocates.
 template <Elem E, int NC, int BN, int W>
 void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &ms, const CUtensorMap &mc,
-                 fp8gemm::sm90::Params p, int64_t cluster_units, int sms, cudaStream_t stream) {
+                 fp8gemm::sm90::Params p, bool tail, const at::Tensor &like, int sms, cudaStream_t stream) {
   using Cfg = fp8gemm::sm90::Config<E, NC, BN, W>;
   auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN, W>;
   // Converting kernels: a double-buffered f16 ring and as deep an e4m3 ring as fits; others: one deep ring.
@@ -280,13 +303,30 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
     }
     fit = it->second;
   }
-  cfg.gridDim = dim3(int(std::min<int64_t>(cluster_units, fit)) * p.cluster);
+  // Work units: every tile split `splits` ways, or (tail) full waves unsplit and the partial last wave split.
+  const int64_t ctiles = int64_t(p.units_m) * p.units_n;
+  p.head_tiles = int(ctiles), p.tail_splits = 1;
+  if (tail && p.splits == 1) {
+    const int ts = tail_splits(ctiles, fit, p.KB);
+    if (ts > 1) p.head_tiles = int(ctiles - ctiles % fit), p.tail_splits = ts;
+  }
+  const int64_t tail_units = (ctiles - p.head_tiles) * p.tail_splits;
+  const int64_t units = int64_t(p.head_tiles) * p.splits + tail_units;
+  const int64_t slots = (p.splits > 1 ? int64_t(p.head_tiles) * p.splits : 0) + (p.tail_splits > 1 ? tail_units : 0);
+  at::Tensor workspace;  // freed after the launch: the caching allocator orders reuse on this stream
+  if (slots > 0) {
+    workspace = at::empty({slots * p.cluster * Cfg::BM * BN}, like.options().dtype(at::kFloat));
+    p.workspace = workspace.data_ptr<float>();
+    p.counters = split_counters(like.device(), ctiles * p.cluster);
+  }
+  cfg.gridDim = dim3(int(std::min<int64_t>(units, fit)) * p.cluster);
   if (env_flag("FP8GEMM_VERBOSE")) {
     std::fprintf(stderr,
-                 "fp8gemm: M=%d N=%d K=%d elem=%d nc=%d waves=%d bn=%d splits=%d cluster=%d%s (at most %d "
-                 "resident) stages=%d+%d smem=%d grid=%u tma_store=%d\n",
-                 p.M, p.N, p.K, int(E), NC, W, BN, p.splits, p.cluster, p.cluster_n ? "n" : "m", fit, stages, raw,
-                 smem, cfg.gridDim.x, p.tma_store);
+                 "fp8gemm: M=%d N=%d K=%d elem=%d nc=%d waves=%d bn=%d splits=%d (last %lld tiles: %d) cluster=%d%s "
+                 "(at most %d resident) stages=%d+%d smem=%d grid=%u tma_store=%d\n",
+                 p.M, p.N, p.K, int(E), NC, W, BN, p.splits, static_cast<long long>(ctiles - p.head_tiles),
+                 p.tail_splits, p.cluster, p.cluster_n ? "n" : "m", fit, stages, raw, smem, cfg.gridDim.x,
+                 p.tma_store);
   }
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, ms, mc, p));
 }
@@ -346,18 +386,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N, 64, 64,
                                                 CU_TENSOR_MAP_SWIZZLE_128B)
                                      : ma;  // unused by the kernel
-  const int64_t tiles = int64_t(p.units_m) * p.units_n * p.cluster, units = tiles * p.splits;
-  at::Tensor workspace;
-  if (p.splits > 1) {
-    workspace = at::empty({units * BM * ch.bn}, a.options().dtype(at::kFloat));
-    p.workspace = workspace.data_ptr<float>();
-    p.counters = split_counters(a.device(), tiles);
-  }
 
-#define FP8GEMM_CASE(E, NC, BN, W)                                                 \
-  if (ch.nc == NC && ch.bn == BN && ch.waves == W) {                               \
-    launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, units / p.cluster, sms, stream);  \
-    return;                                                                        \
+#define FP8GEMM_CASE(E, NC, BN, W)                                       \
+  if (ch.nc == NC && ch.bn == BN && ch.waves == W) {                     \
+    launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, ch.tail, a, sms, stream); \
+    return;                                                              \
   }
   if (elem == Elem::kF16) {
     FP8GEMM_CASE(Elem::kF16, 2, 128, 1)

@@ -53,7 +53,9 @@ struct Params {
   int cluster;            // CTAs per cluster (1 or 2); they share, and multicast, one operand tile
   int cluster_n;          // 1: the cluster's CTAs are adjacent N blocks sharing A; 0: adjacent M blocks sharing B
   int units_m, units_n;   // cluster units along M and N (tiles / cluster along the paired axis)
-  int splits;             // K splits per tile (1 = none)
+  int splits;             // K splits of each of the first `head_tiles` cluster tiles (1 = none)
+  int head_tiles;         // cluster tiles split `splits` ways; the rest (the last, partial wave) `tail_splits`
+  int tail_splits;
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
   int stages;             // stages of the ring the wgmma read
   int raw_stages;         // kF16: stages of the e4m3 ring the converters read
@@ -248,18 +250,28 @@ struct RingPos {
 };
 
 struct Unit {
-  int mb, nb, split, tile;  // m block, n block, K split, tile index (split-K counters and partials)
+  int mb, nb, split, tile;  // m block, n block, K split, tile index (split-K counters)
+  int splits, slot;         // this tile's K splits; workspace slot of its split 0 (partials)
   int kb0, kb1;             // this split's 128-K blocks
 };
 
-// Cluster work unit -> this CTA's share. Splits of one tile are adjacent so they run at the same time; cluster
-// unit rows are rasterised in groups of `group_m` that sweep N together. The second CTA of a cluster past the
-// last M (N) block gets a block whose loads are out of bounds (zero-filled) and whose stores are dropped.
-// Producer, converters and consumers all walk units through this, so they agree on every stage.
+// Cluster work unit -> this CTA's share. Splits of one tile are adjacent so they run at the same time; the tiles
+// of a partial last wave may be split more (`tail_splits`) so that it fills the GPU. Cluster unit rows are
+// rasterised in groups of `group_m` that sweep N together. The second CTA of a cluster past the last M (N)
+// block gets a block whose loads are out of bounds (zero-filled) and whose stores are dropped. Producer,
+// converters and consumers all walk units through this, so they agree on every stage.
 __device__ __forceinline__ Unit unit_at(const Params &p, int unit, uint32_t rank) {
   Unit u;
-  u.split = unit % p.splits;
-  const int ctile = unit / p.splits;
+  const int head_units = p.head_tiles * p.splits;
+  const bool head = unit < head_units;
+  u.splits = head ? p.splits : p.tail_splits;
+  const int local = head ? unit : unit - head_units;
+  u.split = local % u.splits;
+  const int ctile = (head ? 0 : p.head_tiles) + local / u.splits;
+  // Partials only for split tiles: the head's slots exist when the head is split, the tail's follow them.
+  const int head_slots = p.splits > 1 ? head_units : 0;
+  const int first_slot = head ? ctile * p.splits : head_slots + (ctile - p.head_tiles) * p.tail_splits;
+  u.slot = first_slot * p.cluster + int(rank) * u.splits;
   const int per_group = p.group_m * p.units_n;
   const int group = ctile / per_group, first_m = group * p.group_m;
   const int rows = min(p.units_m - first_m, p.group_m);
@@ -268,7 +280,7 @@ __device__ __forceinline__ Unit unit_at(const Params &p, int unit, uint32_t rank
   u.mb = p.cluster_n ? um : um * p.cluster + int(rank);
   u.nb = p.cluster_n ? un * p.cluster + int(rank) : un;
   u.tile = ctile * p.cluster + int(rank);
-  const int per_split = (p.KB + p.splits - 1) / p.splits;
+  const int per_split = (p.KB + u.splits - 1) / u.splits;
   u.kb0 = u.split * per_split, u.kb1 = min(p.KB, u.kb0 + per_split);
   return u;
 }
@@ -300,7 +312,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const uint32_t rank = p.cluster > 1 ? cluster_rank() : 0;
-  const int total_units = p.units_m * p.units_n * p.splits;
+  const int total_units =
+      p.head_tiles * p.splits + (p.units_m * p.units_n - p.head_tiles) * p.tail_splits;
   const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
 
   if (threadIdx.x == 0) {
@@ -328,7 +341,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     if (tid == 0) {
       RingPos pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
-        const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
+        const auto [mb, nb, split, tile, splits, slot, kb0, kb1] = unit_at(p, unit, rank);
         for (int kb = kb0; kb < kb1; ++kb) {
           if constexpr (C::kConvert) {
             const int r = pos.slot;
@@ -373,7 +386,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       const int ct = tid - 32, lane = tid % 32;
       RingPos raw_pos, pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
-        const auto [mb, nb, split, tile, kb0, kb1] = unit_at(p, unit, rank);
+        const auto [mb, nb, split, tile, splits, slot, kb0, kb1] = unit_at(p, unit, rank);
         for (int kb = kb0; kb < kb1; ++kb) {
           const int r = raw_pos.slot, s = pos.slot;
           mbar_wait(&raw_full[r], raw_pos.phase);
@@ -434,6 +447,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     for (int unit = first_unit; unit < total_units; unit += unit_stride) {
       const Unit u = unit_at(p, unit, rank);  // plain names: the K-loop lambda captures them (C++17)
       const int mb = u.mb, nb = u.nb, split = u.split, tile = u.tile, kb0 = u.kb0, kb1 = u.kb1;
+      const int splits = u.splits;
       const int n0 = nb * BN;
       // A tile spans at most two b_scale blocks (BN <= 192, and n0 % 128 + BN <= 256 for every compiled BN);
       // columns from `hi_from` on take the second one. A cluster's padding block past N reads the last one (its
@@ -530,11 +544,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         k_loop(std::integral_constant<int, 64>{});
       }
 
-      if (p.splits > 1) {
+      if (splits > 1) {
         // Every split stores its FP32 partial (in register order, so the reads below are coalesced); the last
         // to arrive sums them and writes bf16. No CTA waits on another, so any schedule completes.
         float4 *slot = reinterpret_cast<float4 *>(p.workspace) +
-                       (size_t(tile * p.splits + split) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
+                       (size_t(u.slot + split) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
 #pragma unroll
         for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -544,7 +558,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         consumer_sync(NC * 128);
         if (threadIdx.x == 128) {
           const int arrived = atomicAdd(&p.counters[tile], 1);
-          const int last = arrived == p.splits - 1;
+          const int last = arrived == splits - 1;
           if (last) p.counters[tile] = 0;  // ready for the next launch
           *split_flag = last;
         }
@@ -553,10 +567,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         consumer_sync(NC * 128);  // the flag is rewritten by the next unit
         if (!last) continue;
         __threadfence();
-        for (int other = 0; other < p.splits; ++other) {
+        for (int other = 0; other < splits; ++other) {
           if (other == split) continue;
           const float4 *peer = reinterpret_cast<const float4 *>(p.workspace) +
-                               (size_t(tile * p.splits + other) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
+                               (size_t(u.slot + other) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
