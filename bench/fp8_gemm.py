@@ -48,7 +48,8 @@ TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
     "full-operator = median wall clock of 30 synchronized Python calls, mn-major inputs rotated over 4 fresh "
     "sets; cuBLAS = torch._scaled_mm blockwise 1x128/128x128 on K-major operands, same process, same inputs "
-    "(k-major a_scale stored M-contiguous for both, as cuBLASLt requires)"
+    "(k-major a_scale stored M-contiguous for both, as cuBLASLt requires); fast k-major and cuBLAS are timed "
+    "in the order kforge, cuBLAS, cuBLAS, kforge and each keeps its lower median"
 )
 
 
@@ -101,14 +102,23 @@ def cublas_fn(a, b, a_s, b_s):
 
 
 def cublas_case(m, n, k, a, b, a_s, b_s, ref):
-    """torch._scaled_mm blockwise on K-major operands: (us, correct) or (None, None) where it refuses."""
+    """torch._scaled_mm blockwise on K-major operands: (fn, correct) or (None, None) where it refuses."""
     try:
         fn = cublas_fn(a, b, a_s, b_s)
         err, _ = verdict(fn(), ref)
-        return kernel_us(fn), err < FAST_BAR
+        return fn, err < FAST_BAR
     except RuntimeError as e:
         print(f"  cuBLAS refused {m}x{n}x{k}: {str(e).splitlines()[0][:120]}")
         return None, None
+
+
+def paired_us(first, second):
+    """Kernel-only times of two functions in the order first, second, second, first; the lower of each pair.
+    The GPU clocks down under sustained load, so whichever runs later is slower: the mirrored order spares
+    both."""
+    a1, b1 = kernel_us(first), kernel_us(second)
+    b2, a2 = kernel_us(second), kernel_us(first)
+    return min(a1, a2), min(b1, b2)
 
 
 def full_operator_us(gemm, m, n, k, sets=4, iters=30):
@@ -151,15 +161,19 @@ def run_shape(mod, ops, m, n, k, sweep):
         x = make_inputs(m, n, k, layout == "mn-major")
         a, b, a_s, b_s = x
         ref = reference(*x)
-        cub_us = cub_ok = None
+        cub_fn = cub_us = cub_ok = None
         if layout == "k-major":
-            cub_us, cub_ok = cublas_case(m, n, k, a, b, a_s, b_s, ref)
+            cub_fn, cub_ok = cublas_case(m, n, k, a, b, a_s, b_s, ref)
         for mode, op in (("fast", ops.gemm), ("strict", ops.gemm_strict)):
             c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
             op(a, b, a_s, b_s, c)
             err, bad = verdict(c, ref)
             correct = err < FAST_BAR if mode == "fast" else bad == 0
-            us = kernel_us(lambda op=op, c=c, x=x: op(*x, c))
+            fn = lambda op=op, c=c, x=x: op(*x, c)  # noqa: E731
+            if mode == "fast" and cub_fn is not None:  # the anchor alongside (strict records repeat it)
+                us, cub_us = paired_us(fn, cub_fn)
+            else:
+                us = kernel_us(fn)
             recs.append(dict(M=m, N=n, K=k, layout=layout, mode=mode, kforge_us=us, kforge_correct=correct,
                              kforge_rel_err=err, kforge_strict_bad=bad, kforge_tflops=tflops(m, n, k, us),
                              cublas_us=cub_us, cublas_correct=cub_ok,
