@@ -360,21 +360,18 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
           for (int sub = 0; sub < kSub; ++sub) {
             const int k_elem = kb * kQuant + sub * (kQuant / kSub);
-            // Halves of a shared tile are multiples of 8 rows: they keep the swizzle phase.
-            if (p.cluster > 1 && p.cluster_n) {
-              constexpr int kHalf = BM / 2;
-              tma_load_2d_multicast(a_dst + (sub * BM + int(rank) * kHalf) * kRowBytes, &map_a, &full[s], k_elem,
-                                    mb * BM + int(rank) * kHalf, 0x3);
-            } else {
-              tma_load_2d(a_dst + sub * BM * kRowBytes, &map_a, &full[s], k_elem, mb * BM);
-            }
-            if (p.cluster > 1 && !p.cluster_n) {
-              constexpr int kHalf = BN / 2;
-              tma_load_2d_multicast(b_dst + (sub * BN + int(rank) * kHalf) * kRowBytes, &map_b, &full[s], k_elem,
-                                    nb * BN + int(rank) * kHalf, 0x3);
-            } else {
-              tma_load_2d(b_dst + sub * BN * kRowBytes, &map_b, &full[s], k_elem, nb * BN);
-            }
+            // One operand's `rows`-row tile at `row0`; a tile the cluster shares is loaded half by each CTA and
+            // multicast into both (halves are multiples of 8 rows: they keep the swizzle phase).
+            auto load = [&](uint8_t *dst, const CUtensorMap *map, int rows, int row0, bool shared) {
+              if (shared) {
+                const int half = rows / 2 * int(rank);
+                tma_load_2d_multicast(dst + half * kRowBytes, map, &full[s], k_elem, row0 + half, 0x3);
+              } else {
+                tma_load_2d(dst, map, &full[s], k_elem, row0);
+              }
+            };
+            load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
+            load(b_dst + sub * BN * kRowBytes, &map_b, BN, nb * BN, p.cluster > 1 && !p.cluster_n);
           }
           tma_load_2d(scales + s * BM, &map_as, &full[s], mb * BM, kb);
           pos.advance(S);
@@ -547,8 +544,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       if (splits > 1) {
         // Every split stores its FP32 partial (in register order, so the reads below are coalesced); the last
         // to arrive sums them and writes bf16. No CTA waits on another, so any schedule completes.
-        float4 *slot = reinterpret_cast<float4 *>(p.workspace) +
-                       (size_t(u.slot + split) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
+        auto partial = [&](int of_split) {  // this thread's share of split `of_split`'s partial
+          return reinterpret_cast<float4 *>(p.workspace) +
+                 (size_t(u.slot + of_split) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
+        };
+        float4 *slot = partial(split);
 #pragma unroll
         for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -569,8 +569,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         __threadfence();
         for (int other = 0; other < splits; ++other) {
           if (other == split) continue;
-          const float4 *peer = reinterpret_cast<const float4 *>(p.workspace) +
-                               (size_t(u.slot + other) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
+          const float4 *peer = partial(other);
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
