@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gemm_generic.cuh"
@@ -196,43 +197,69 @@ struct Operand {
   int64_t ld;  // elements between rows
 };
 
-template <Mode kMode>
-void launch_prep(const at::Tensor &t, void *dst, int64_t ldo, cudaStream_t stream) {
-  using namespace fp8gemm::prep;
-  using T = typename Out<kMode>::T;
-  const int R = t.size(0), K = t.size(1);
-  const auto *src = reinterpret_cast<const uint8_t *>(t.data_ptr());
-  if (t.stride(1) != 1) {  // MN-major (stride(0) == 1): transpose through shared memory
-    const int64_t ld = t.stride(1);
-    const bool vec = R % 4 == 0 && ld % 4 == 0 && aligned(src, 4);
-    const dim3 grid(cdiv(R, kTile), cdiv(K, kTile));
-    transpose_kernel<kMode><<<grid, kThreads, 0, stream>>>(src, ld, static_cast<T *>(dst), ldo, R, K, vec);
-  } else {
-    const int64_t blocks = std::min<int64_t>(cdiv(int64_t(R) * cdiv(K, 4), kThreads), 132 * 16);
-    const bool vec = K % 4 == 0 && t.stride(0) % 4 == 0 && aligned(src, 4);
-    rows_kernel<kMode><<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), ldo, R, K, vec);
-  }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
+// How one operand reaches the kernel: in place (`src` undefined), or copied K-major into `op.keep` from `src`
+// by a transpose (MN-major) or a row pass (fnuz remap, bf16 widening).
+struct Plan {
+  Operand op;
+  at::Tensor src;
+};
 
-Operand prepare(const at::Tensor &t_in, Mode mode, cudaStream_t stream) {
+Plan plan(const at::Tensor &t_in, Mode mode) {
   const int64_t R = t_in.size(0), K = t_in.size(1);
   const bool wide = mode == Mode::kToBf16Fn || mode == Mode::kToBf16Fnuz;
   if (mode == Mode::kCopy && t_in.stride(1) == 1 && (t_in.stride(0) % 16 == 0 || R == 1) &&
       aligned(t_in.data_ptr(), 16)) {
-    return {at::Tensor(), t_in.data_ptr(), R == 1 ? round_up(K, 16) : t_in.stride(0)};
+    return {{at::Tensor(), t_in.data_ptr(), R == 1 ? round_up(K, 16) : t_in.stride(0)}, at::Tensor()};
   }
   // The kernels handle the K-major and MN-major layouts; anything else is made K-major first.
   const at::Tensor t = (t_in.stride(1) == 1 || t_in.stride(0) == 1) ? t_in : t_in.contiguous();
   const int64_t ldo = round_up(K, wide ? 8 : 16);  // TMA row pitch must be a multiple of 16 bytes
   at::Tensor out = at::empty({R, ldo}, t.options().dtype(wide ? at::kBFloat16 : at::kByte));
-  switch (mode) {
-    case Mode::kCopy: launch_prep<Mode::kCopy>(t, out.data_ptr(), ldo, stream); break;
-    case Mode::kFnuzToFn: launch_prep<Mode::kFnuzToFn>(t, out.data_ptr(), ldo, stream); break;
-    case Mode::kToBf16Fn: launch_prep<Mode::kToBf16Fn>(t, out.data_ptr(), ldo, stream); break;
-    case Mode::kToBf16Fnuz: launch_prep<Mode::kToBf16Fnuz>(t, out.data_ptr(), ldo, stream); break;
+  return {{out, out.data_ptr(), ldo}, t};
+}
+
+// Makes the planned copies: the MN-major operands in one transpose launch, the others by the row kernel.
+template <Mode kMode>
+void run_plans(Plan *plans, int n, cudaStream_t stream) {
+  using namespace fp8gemm::prep;
+  using T = typename Out<kMode>::T;
+  TransposeJobs<kMode> jobs{};
+  int transposes = 0, max_r = 0, K = 0;
+  for (int i = 0; i < n; ++i) {
+    const at::Tensor &t = plans[i].src;
+    if (!t.defined()) continue;
+    const int R = t.size(0);
+    K = t.size(1);
+    const auto *src = reinterpret_cast<const uint8_t *>(t.data_ptr());
+    T *dst = static_cast<T *>(plans[i].op.keep.data_ptr());
+    if (t.stride(1) != 1) {  // MN-major (stride(0) == 1): transpose through shared memory
+      const int64_t ld = t.stride(1);
+      jobs.job[transposes++] = {src, ld, dst, plans[i].op.ld, R, R % 4 == 0 && ld % 4 == 0 && aligned(src, 4)};
+      max_r = std::max(max_r, R);
+    } else {
+      const int64_t blocks = std::min<int64_t>(cdiv(int64_t(R) * cdiv(K, 4), kThreads), 132 * 16);
+      const bool vec = K % 4 == 0 && t.stride(0) % 4 == 0 && aligned(src, 4);
+      rows_kernel<kMode><<<blocks, kThreads, 0, stream>>>(src, t.stride(0), dst, plans[i].op.ld, R, K, vec);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
   }
-  return {out, out.data_ptr(), ldo};
+  if (transposes > 0) {
+    const dim3 grid(cdiv(max_r, kTile), cdiv(K, kTile), transposes);
+    transpose_kernel<kMode><<<grid, kThreads, 0, stream>>>(jobs, K);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+// K-major views of a and b (same K) in the element type the kernel reads.
+std::pair<Operand, Operand> prepare(const at::Tensor &a, const at::Tensor &b, Mode mode, cudaStream_t stream) {
+  Plan plans[2] = {plan(a, mode), plan(b, mode)};
+  switch (mode) {
+    case Mode::kCopy: run_plans<Mode::kCopy>(plans, 2, stream); break;
+    case Mode::kFnuzToFn: run_plans<Mode::kFnuzToFn>(plans, 2, stream); break;
+    case Mode::kToBf16Fn: run_plans<Mode::kToBf16Fn>(plans, 2, stream); break;
+    case Mode::kToBf16Fnuz: run_plans<Mode::kToBf16Fnuz>(plans, 2, stream); break;
+  }
+  return {plans[0].op, plans[1].op};
 }
 
 // a_scale as TMA reads it: MN-major [KB][ld], ld a multiple of 4 floats. The challenge layout already is.
@@ -347,7 +374,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                     : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
-  const Operand A = prepare(a, mode, stream), B = prepare(b, mode, stream);
+  const auto [A, B] = prepare(a, b, mode, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
 
   Choice ch = elem == Elem::kE4M3 ? choose(kFp8Shapes, M, N, K, sms, 1)

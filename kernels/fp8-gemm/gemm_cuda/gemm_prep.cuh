@@ -112,13 +112,36 @@ __device__ __forceinline__ int swizzle(int r) { return (r / 16 % 8) * 4; }
 // bytes (four 16-byte loads when ld and the base are 16-byte aligned; else 4-byte words when `vec`, i.e.
 // R % 4 == 0, ld % 4 == 0 and a 4-byte aligned base; else single bytes), transposes them in registers as 4x4
 // byte blocks and writes words of 4 k; rows then leave shared memory as 16-byte stores.
+// One MN-major operand to transpose; both operands of a GEMM go in one launch (blockIdx.z picks one), so the
+// second does not wait for the first one's launch and tail.
 template <Mode kMode>
-__global__ void __launch_bounds__(kThreads)
-    transpose_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
+struct TransposeJob {
+  const uint8_t *src;
+  int64_t ld;
+  typename Out<kMode>::T *dst;
+  int64_t ldo;
+  int R;
+  bool vec;
+};
+
+template <Mode kMode>
+struct TransposeJobs {
+  TransposeJob<kMode> job[2];
+};
+
+template <Mode kMode>
+__global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs<kMode> jobs, int K) {
   static_assert(kTile == 128 && kThreads == 256, "one 16 r x 4 k block per thread covers the tile");
   using T = typename Out<kMode>::T;
   __shared__ __align__(16) uint32_t tile[kTile][kTile / 4];
+  const TransposeJob<kMode> job = blockIdx.z == 0 ? jobs.job[0] : jobs.job[1];  // no dynamic index: no stack
+  const uint8_t *src = job.src;
+  const int64_t ld = job.ld, ldo = job.ldo;
+  const int R = job.R;
+  const bool vec = job.vec;
+  T *dst = job.dst;
   const int r0 = blockIdx.x * kTile, k0 = blockIdx.y * kTile;
+  if (r0 >= R) return;  // the grid covers the taller operand
   // A warp reads 4 k rows of 128 contiguous bytes.
   const int rv = threadIdx.x % 8 * 16, kw = threadIdx.x / 8;
   const int r = r0 + rv, k = k0 + kw * 4;
