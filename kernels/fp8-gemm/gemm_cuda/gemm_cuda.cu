@@ -435,6 +435,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kE4M3, 2, 64, 1)
     FP8GEMM_CASE(Elem::kE4M3, 1, 128, 1)
     FP8GEMM_CASE(Elem::kE4M3, 2, 128, 2)
+    FP8GEMM_CASE(Elem::kE4M3, 3, 128, 1)
   }
 #undef FP8GEMM_CASE
   TORCH_CHECK(false, "gemm: no ", strict ? "strict" : "fast", " kernel for nc=", ch.nc, ", bn=", ch.bn,

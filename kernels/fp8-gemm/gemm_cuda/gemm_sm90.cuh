@@ -98,6 +98,11 @@ struct Config {
   static constexpr int kStageBytes = kConvert ? kRawBytes : kABytes + kBBytes + kScaleBytes;
   static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
+  // setmaxnreg: the producer warpgroup gives registers up, the consumers take the rest of the 64K file (three
+  // consumers leave 160 each, and the producer then only 32).
+  static constexpr int kProducerRegs = NC >= 3 ? 32 : 40;
+  static constexpr int kConsumerRegs = NC >= 3 ? 160 : 232;
+  static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536, "register file overcommitted");
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
   // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled.
   // None when converting (the e4m3 ring needs the room) or when BN is not a multiple of 64 (those tiles store
@@ -337,7 +342,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 
   if (wg == 0) {
     // Producer: one thread walks the same unit sequence as the consumers and keeps the ring full.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
     if (tid == 0) {
       RingPos pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
@@ -431,7 +436,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::kConsumerRegs));
     const int cw = wg - 1;  // consumer index: rows [cw*64*W, (cw+1)*64*W) of the tile, wave w from row 64*w
     const int warp = tid / 32, lane = tid % 32;
     const int row_in_wave = warp * 16 + lane / 4;  // and +8

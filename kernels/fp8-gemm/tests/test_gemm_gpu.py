@@ -14,12 +14,13 @@ SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256
 # "nc,bn,splits[,cluster[,waves]]": cluster m2 (or 2) multicasts B into two CTAs on adjacent M blocks, n2
 # multicasts A into two on adjacent N blocks (odd block counts leave one CTA idle); waves 2 = 256-row tiles;
 # bn 96 and 144 (not multiples of 64) split the b_scale block anywhere and store from registers; splits t
-# leaves full waves unsplit and splits the tiles of the partial last wave.
+# leaves full waves unsplit and splits the tiles of the partial last wave; nc 3 = three consumer warpgroups.
 FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
                 "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2",
                 "2,128,1,1,2", "2,128,3,1,2", "2,128,1,n2,2", "2,128,2,n2,2",
                 "2,128,1,m2,2", "2,192,1,n2", "1,128,1,n2", "2,96,1", "2,144,1", "2,144,3", "2,96,1,m2",
-                "2,144,1,n2", "2,128,t,1,2", "2,192,t", "2,128,t,n2,2", "2,192,t,m2"]  # fmt: skip
+                "2,144,1,n2", "2,128,t,1,2", "2,192,t", "2,128,t,n2,2", "2,192,t,m2",
+                "3,128,1", "3,128,3", "3,128,1,n2", "3,128,2,m2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 
 
@@ -164,7 +165,7 @@ def test_mixed_devices_are_named(fp8_gemm_cuda):
 
 def test_bad_config_override_is_named(fp8_gemm_cuda, env):
     a, b, a_s, b_s = make_inputs(64, 128, 256, device="cuda")
-    env.setenv("FP8GEMM_CONFIG", "3,128,1")
+    env.setenv("FP8GEMM_CONFIG", "4,128,1")
     with pytest.raises(RuntimeError, match="FP8GEMM_CONFIG names a tile shape that is not compiled"):
         fp8_gemm_cuda.gemm(a, b, a_s, b_s)
     for bad in ["2,128,1,3", "2,128", "2,x,1", "2,128,1,n2,0", "2,128,1,1,3", "2,128,u"]:
