@@ -32,11 +32,12 @@ CHALLENGE = [(m, n, k) for m in (1024, 6144) for n, k in [
     (4608, 7168), (7168, 2304), (512, 7168), (4096, 512)]]  # fmt: skip
 DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in [
     (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384)]]  # fmt: skip
-# "nc,bn,splits,cluster,waves": every compiled fast tile shape without a cluster, and the cluster variants the
-# cost model weighs (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
+# "nc,bn,splits,cluster,waves": the compiled fast tile shapes without a cluster (not 128x96 / 128x144, which
+# never won a sweep), and cluster variants (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
 # (nc, bn, waves)
-_TILES = [(2, 192, 1), (2, 144, 1), (2, 128, 1), (2, 96, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2)]
-_CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1")]
+_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2), (3, 128, 1)]
+_CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1"), ("2,128", "n2,1"), ("2,128", "m2,1"),
+              ("3,128", "n2,1"), ("3,128", "m2,1")]  # fmt: skip
 # Splits "t": full waves unsplit, the partial last wave's tiles split (opt-in, not weighed by the cost model).
 SWEEP = (
     [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)]

@@ -1,0 +1,127 @@
+"""Fits the sm_90a cost model (kFp8Shapes in kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to a --sweep run.
+
+    python bench/fp8_gemm_fit.py RESULTS.json [--shapes "nc,waves,bn,cluster,n;..."]
+
+The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
+per unit x the configuration's µs per block + 0.5 µs per unit, 4 µs when split), at least the DRAM time,
+plus the split partials' traffic; candidates within 3 % keep the earlier one. This script fits each
+configuration's µs per block so that the model's pick is as fast as possible on the swept shapes (coordinate
+search on the geomean of pick / swept best), and prints the constants and the per-shape picks.
+"""
+
+import argparse
+import json
+import math
+
+SMS = 132
+
+
+def cdiv(x, y):
+    return (x + y - 1) // y
+
+
+def parse_shapes(text):
+    out = []
+    for item in text.split(";"):
+        nc, waves, bn, cluster, cluster_n = (int(v) for v in item.split(","))
+        out.append(dict(nc=nc, waves=waves, bn=bn, cluster=cluster, cluster_n=cluster_n))
+    return out
+
+
+def config_key(s, splits):
+    cl = "1" if s["cluster"] == 1 else ("n2" if s["cluster_n"] else "m2")
+    return f"{s['nc']},{s['bn']},{splits},{cl},{s['waves']}"
+
+
+def choose(shapes, us, m, n, k):
+    """gemm_cuda.cu's choose(): (shape index, splits) of the cheapest candidate."""
+    kb = cdiv(k, 128)
+    mem = m * n * 2 / 3.0e6 + (m + n) * k / 3.0e6
+    best, best_cost = None, math.inf
+    for i, s in enumerate(shapes):
+        bm = cdiv(m, 64 * s["nc"] * s["waves"])
+        bn = cdiv(n, s["bn"])
+        if s["cluster_n"]:
+            bn = cdiv(bn, s["cluster"]) * s["cluster"]
+        else:
+            bm = cdiv(bm, s["cluster"]) * s["cluster"]
+        tiles = bm * bn
+        for splits in range(1, 9):
+            per = cdiv(kb, splits)
+            if splits > 1 and per < 4:
+                break
+            waves = cdiv(tiles * splits, SMS)
+            cost = max(waves * (per * us[i] + (4.0 if splits > 1 else 0.5)), mem)
+            if splits > 1:
+                cost += splits * m * n * 8 / 1.5e6
+            if cost < best_cost * 0.97:
+                best_cost, best = cost, (i, splits)
+    return best
+
+
+def pick_time(rec, shapes, us):
+    i, splits = choose(shapes, us, rec["M"], rec["N"], rec["K"])
+    sweep = rec["sweep"]
+    # Splits the sweep did not time count as their nearest timed split count.
+    for s in sorted({1, 2, 4}, key=lambda t: abs(t - splits)):
+        key = config_key(shapes[i], s)
+        if key in sweep:
+            return sweep[key]["us"], key
+    return math.inf, config_key(shapes[i], splits)
+
+
+def quality(recs, shapes, us):
+    logs = []
+    for r in recs:
+        t, _ = pick_time(r, shapes, us)
+        logs.append(math.log(t / r["best_us"]))
+    return math.exp(sum(logs) / len(logs)), max(logs)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("json")
+    ap.add_argument(
+        "--shapes",
+        default="2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;2,2,128,1,0;2,2,128,2,1;2,2,128,2,0;2,1,192,2,0",
+    )
+    args = ap.parse_args()
+    shapes = parse_shapes(args.shapes)
+    recs = [r for r in json.load(open(args.json))["records"] if r.get("sweep")]
+    for r in recs:
+        timed = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4]
+        r["best_key"], best = min(timed, key=lambda kv: kv[1]["us"])
+        r["best_us"] = best["us"]
+    # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
+    us = []
+    for s in shapes:
+        est = []
+        for r in recs:
+            key = config_key(s, 1)
+            if key not in r["sweep"]:
+                continue
+            bm = cdiv(r["M"], 64 * s["nc"] * s["waves"])
+            bn = cdiv(r["N"], s["bn"])
+            waves = cdiv(bm * bn, SMS)
+            if waves >= 2:
+                est.append((r["sweep"][key]["us"] / waves - 0.5) / cdiv(r["K"], 128))
+        us.append(sorted(est)[len(est) // 2] if est else 1.0)
+    score = quality(recs, shapes, us)
+    for _ in range(4):
+        for i in range(len(us)):
+            for f in [0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2]:
+                trial = us[:i] + [us[i] * f] + us[i + 1 :]
+                q = quality(recs, shapes, trial)
+                if q < score:
+                    score, us = q, trial
+    print(f"geomean pick / swept best {score[0]:.4f}, worst {math.exp(score[1]):.3f}")
+    for s, u in zip(shapes, us, strict=True):
+        print(f"  {{{s['nc']}, {s['waves']}, {s['bn']}, {s['cluster']}, {s['cluster_n']}, {u:.2f}}}")
+    for r in recs:
+        t, key = pick_time(r, shapes, us)
+        best = f"{r['best_key']} {r['best_us']:.1f} us"
+        print(f"  {r['M']}x{r['N']}x{r['K']}: pick {key} {t:.1f} us, best {best}")
+
+
+if __name__ == "__main__":
+    main()
