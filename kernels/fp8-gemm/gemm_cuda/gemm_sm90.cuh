@@ -99,9 +99,9 @@ struct Config {
   static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
   // setmaxnreg: the producer warpgroup gives registers up, the consumers take the rest of the 64K file (three
-  // consumers leave 160 each, and the producer then only 32).
+  // consumers leave 160 each, and the producer then only 32; one consumer may take 248, near the 255 cap).
   static constexpr int kProducerRegs = NC >= 3 ? 32 : 40;
-  static constexpr int kConsumerRegs = NC >= 3 ? 160 : 232;
+  static constexpr int kConsumerRegs = NC >= 3 ? 160 : NC == 2 ? 232 : 248;
   static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536, "register file overcommitted");
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
   // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled.
@@ -141,6 +141,15 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
+// Arrive from the threads where `pred` holds, by predication rather than a branch (ptxas serializes wgmma
+// around a divergent branch taken while a group is in flight).
+__device__ __forceinline__ void mbar_arrive_if(uint64_t *bar, bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.u32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(
+                   smem_u32(bar)),
+               "r"(uint32_t(pred))
+               : "memory");
+}
+
 __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
                : "memory");
@@ -167,11 +176,14 @@ __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorM
 
 // Arrive on the barrier at the same offset in CTA `rank` of this cluster. Release at CTA scope, as for a local
 // arrive: the arrival only says this CTA's wgmma finished reading the stage, and cluster-scope release costs a
-// cluster-wide fence on every stage.
-__device__ __forceinline__ void mbar_arrive_remote(uint64_t *bar, uint32_t rank) {
+// cluster-wide fence on every stage. Predicated, as mbar_arrive_if.
+__device__ __forceinline__ void mbar_arrive_remote_if(uint64_t *bar, uint32_t rank, bool pred) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("{\n.reg .pred p;\nsetp.ne.u32 p, %1, 0;\n@p mbarrier.arrive.shared::cluster.b64 _, [%0];\n}" ::"r"(
+                   remote),
+               "r"(uint32_t(pred))
+               : "memory");
 }
 
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -317,10 +329,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
   const uint32_t rank = p.cluster > 1 ? cluster_rank() : 0;
+
   const int total_units =
       p.head_tiles * p.splits + (p.units_m * p.units_n - p.head_tiles) * p.tail_splits;
   const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
-
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], C::kConvert ? C::kConverterWarps : 1);
@@ -444,7 +456,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = (p.N + kQuant - 1) / kQuant;
     constexpr int kRes = W * kAcc;  // result floats per thread
-    float acc[kAcc], res[W][kAcc];
+    // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
+    // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
+    // consumers, which already overlap each other).
+    constexpr bool kDoubleAcc = NC == 1 && W == 1 && 3 * kAcc + 40 <= C::kConsumerRegs;
+    float acc[kAcc], acc_b[kDoubleAcc ? kAcc : 1], res[W][kAcc];
     RingPos pos;
     for (int unit = first_unit; unit < total_units; unit += unit_stride) {
       const Unit u = unit_at(p, unit, rank);  // plain names: the K-loop lambda captures them (C++17)
@@ -471,8 +487,12 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         const float *sb_hi_ptr = p.b_scale + nblk_hi * p.bs_s0 + int64_t(kb0) * p.bs_s1;
         float sb_next_lo = kb0 < kb1 ? __ldg(sb_lo_ptr) : 0.f;
         float sb_next_hi = kb0 < kb1 && kHiFrom < BN ? __ldg(sb_hi_ptr) : 0.f;
-        for (int kb = kb0; kb < kb1; ++kb) {
-          const int s = pos.slot;
+        // Block kb's promotion factors a_scale x b_scale per wave and half (rows +0 / +8), for the columns of
+        // the first (lo) and second (hi) b_scale block; waits for the block's stage (slot `s`).
+        struct Factors {
+          float lo[W][2], hi[W][2];
+        };
+        auto stage_factors = [&](int kb, int s, uint32_t phase) __attribute__((always_inline)) {
           const float sb_lo = sb_next_lo * p.scale_mul, sb_hi = sb_next_hi * p.scale_mul;
           sb_lo_ptr += p.bs_s1, sb_hi_ptr += p.bs_s1;
           if (kb + 1 < kb1) {
@@ -487,7 +507,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               for (int h = 0; h < 2; ++h)
                 if (m_row + 64 * w + 8 * h < p.M) sa[w][h] = __ldg(p.a_scale + kb * p.as_ld + m_row + 64 * w + 8 * h);
           }
-          mbar_wait(&full[s], pos.phase);
+          mbar_wait(&full[s], phase);
           // A's scales are read right after the full barrier, long before the stage is released: read after the
           // wgmma wait, they were seen overwritten by the stage's next TMA on large grids
           // (bench/results/fp8-gemm-h200.md).
@@ -498,41 +518,96 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
               for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + 8 * h) * 4);
           }
+          Factors f;
+#pragma unroll
+          for (int w = 0; w < W; ++w)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) f.lo[w][h] = sa[w][h] * sb_lo, f.hi[w][h] = sa[w][h] * sb_hi;
+          return f;
+        };
+        // Issues wave w's wgmma of the stage in slot `s` into `a` (one commit group).
+        auto issue = [&](float(&a)[kAcc], int s, int w) __attribute__((always_inline)) {
           const uint32_t stage = tiles_u32 + s * (C::kABytes + C::kBBytes);
           const uint64_t a_desc = smem_desc(stage + first_row * kRowBytes), b_desc = smem_desc(stage + C::kABytes);
+          fence_regs(a);
+          asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-          for (int w = 0; w < W; ++w) {
-            fence_regs(acc);
-            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+          for (int step = 0; step < kSteps; ++step) {
+            const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
+            Wgmma<E, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
+                              desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
+          }
+          asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        };
+        // The stage's wgmma are done: release it to every CTA that fills it.
+        auto release = [&](int s) __attribute__((always_inline)) {
+          __syncwarp();
+          mbar_arrive_if(&empty[s], lane == 0);
+          if (p.cluster > 1) mbar_arrive_remote_if(&empty[s], rank ^ 1, lane == 0);
+        };
+        auto promote = [&](float(&a)[kAcc], const Factors &f, int w) __attribute__((always_inline)) {
+          fence_regs(a);
 #pragma unroll
-            for (int step = 0; step < kSteps; ++step) {
-              const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
-              Wgmma<E, BN>::run(acc, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
-                                desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
+          for (int j = 0; j < BN / 8; ++j) {
+            const bool hi = kHiFrom < 0 ? j * 8 >= hi_from : j * 8 >= kHiFrom;
+            const float f0 = hi ? f.hi[w][0] : f.lo[w][0], f1 = hi ? f.hi[w][1] : f.lo[w][1];
+            res[w][4 * j + 0] = fmaf(a[4 * j + 0], f0, res[w][4 * j + 0]);
+            res[w][4 * j + 1] = fmaf(a[4 * j + 1], f0, res[w][4 * j + 1]);
+            res[w][4 * j + 2] = fmaf(a[4 * j + 2], f1, res[w][4 * j + 2]);
+            res[w][4 * j + 3] = fmaf(a[4 * j + 3], f1, res[w][4 * j + 3]);
+          }
+        };
+        if constexpr (kDoubleAcc) {
+          // Two accumulators: block kb+1's wgmma are issued before block kb's promotion, so this warpgroup keeps
+          // the tensor cores busy while it promotes. Straight-line pairs (no branch while a group is in flight
+          // that ptxas could take for divergent: it would serialize the wgmma).
+          auto next = [&](float(&a)[kAcc], int kb, int &s, Factors &f) __attribute__((always_inline)) {
+            s = pos.slot;
+            f = stage_factors(kb, s, pos.phase);
+            issue(a, s, 0);
+            pos.advance(S);
+          };
+          auto retire = [&](float(&a)[kAcc], int s, const Factors &f) __attribute__((always_inline)) {
+            release(s);
+            promote(a, f, 0);
+          };
+          const int n = kb1 - kb0;
+          int s_a = 0, s_b = 0, i = 0;
+          Factors f_a, f_b;
+          if (n > 0) {
+            next(acc, kb0, s_a, f_a);
+            for (; i + 2 < n; i += 2) {
+              next(acc_b, kb0 + i + 1, s_b, f_b);
+              asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+              retire(acc, s_a, f_a);
+              next(acc, kb0 + i + 2, s_a, f_a);
+              asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+              retire(acc_b, s_b, f_b);
             }
-            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            fence_regs(acc);
-            if (w == W - 1) {  // the last wave has read the stage: release it to every CTA that fills it
-              __syncwarp();
-              if (lane == 0) {
-                mbar_arrive(&empty[s]);
-                if (p.cluster > 1) mbar_arrive_remote(&empty[s], rank ^ 1);
-              }
-            }
-            const float f0_lo = sa[w][0] * sb_lo, f1_lo = sa[w][1] * sb_lo;
-            const float f0_hi = sa[w][0] * sb_hi, f1_hi = sa[w][1] * sb_hi;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-              const bool hi = kHiFrom < 0 ? j * 8 >= hi_from : j * 8 >= kHiFrom;
-              const float f0 = hi ? f0_hi : f0_lo, f1 = hi ? f1_hi : f1_lo;
-              res[w][4 * j + 0] = fmaf(acc[4 * j + 0], f0, res[w][4 * j + 0]);
-              res[w][4 * j + 1] = fmaf(acc[4 * j + 1], f0, res[w][4 * j + 1]);
-              res[w][4 * j + 2] = fmaf(acc[4 * j + 2], f1, res[w][4 * j + 2]);
-              res[w][4 * j + 3] = fmaf(acc[4 * j + 3], f1, res[w][4 * j + 3]);
+            if (i + 1 < n) {
+              next(acc_b, kb0 + i + 1, s_b, f_b);
+              asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+              retire(acc, s_a, f_a);
+              asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+              retire(acc_b, s_b, f_b);
+            } else {
+              asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+              retire(acc, s_a, f_a);
             }
           }
-          pos.advance(S);
+        } else {
+          for (int kb = kb0; kb < kb1; ++kb) {
+            const int s = pos.slot;
+            const Factors f = stage_factors(kb, s, pos.phase);
+#pragma unroll
+            for (int w = 0; w < W; ++w) {
+              issue(acc, s, w);
+              asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+              if (w == W - 1) release(s);  // the last wave has read the stage
+              promote(acc, f, w);
+            }
+            pos.advance(S);
+          }
         }
       };
       if (hi_from >= BN) {
@@ -547,18 +622,21 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       }
 
       if (splits > 1) {
-        // Every split stores its FP32 partial (in register order, so the reads below are coalesced); the last
+        // Every split stores its FP32 partial (in register order, interleaved across threads); the last
         // to arrive sums them and writes bf16. No CTA waits on another, so any schedule completes.
-        auto partial = [&](int of_split) {  // this thread's share of split `of_split`'s partial
-          return reinterpret_cast<float4 *>(p.workspace) +
-                 (size_t(u.slot + of_split) * NC * 128 + (cw * 128 + tid)) * (kRes / 4);
+        // This thread's share of split `of_split`'s partial: its float4 number i at [i * 128], so a warp's
+        // store or load covers 512 contiguous bytes (thread-contiguous shares left every 32-byte sector half
+        // written).
+        auto partial = [&](int of_split) {
+          return reinterpret_cast<float4 *>(p.workspace) + (size_t(u.slot + of_split) * NC + cw) * 128 * (kRes / 4) +
+                 tid;
         };
         float4 *slot = partial(split);
 #pragma unroll
         for (int w = 0; w < W; ++w)
 #pragma unroll
           for (int i = 0; i < kAcc / 4; ++i)
-            slot[w * kAcc / 4 + i] = make_float4(res[w][4 * i], res[w][4 * i + 1], res[w][4 * i + 2], res[w][4 * i + 3]);
+            slot[(w * kAcc / 4 + i) * 128] = make_float4(res[w][4 * i], res[w][4 * i + 1], res[w][4 * i + 2], res[w][4 * i + 3]);
         __threadfence();
         consumer_sync(NC * 128);
         if (threadIdx.x == 128) {
@@ -579,7 +657,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int w = 0; w < W; ++w)
 #pragma unroll
             for (int i = 0; i < kAcc / 4; ++i) {
-              const float4 v = __ldcg(peer + w * kAcc / 4 + i);
+              const float4 v = __ldcg(peer + (w * kAcc / 4 + i) * 128);
               res[w][4 * i] += v.x, res[w][4 * i + 1] += v.y, res[w][4 * i + 2] += v.z, res[w][4 * i + 3] += v.w;
             }
         }
