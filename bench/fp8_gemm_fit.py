@@ -3,10 +3,11 @@
     python bench/fp8_gemm_fit.py RESULTS.json [--shapes "nc,waves,bn,cluster,n;..."]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
-per unit x the configuration's µs per block + 0.5 µs per unit, 4 µs when split), at least the DRAM time,
+per unit x the configuration's µs per block + 0.5 µs per unit, more when split), at least the DRAM time,
 plus the split partials' traffic; candidates within 3 % keep the earlier one. This script fits each
-configuration's µs per block so that the model's pick is as fast as possible on the swept shapes (coordinate
-search on the geomean of pick / swept best), and prints the constants and the per-shape picks.
+configuration's µs per block and the two split-K constants so that the model's pick is as fast as possible on
+the swept shapes (coordinate search on the geomean of pick / swept best), and prints the constants and the
+per-shape picks.
 """
 
 import argparse
@@ -33,7 +34,10 @@ def config_key(s, splits):
     return f"{s['nc']},{s['bn']},{splits},{cl},{s['waves']}"
 
 
-def choose(shapes, us, m, n, k):
+SPLIT_US, SPLIT_BYTES_PER_US = 4.0, 1.5e6  # split-K: fixed cost per unit, partials' traffic rate
+
+
+def choose(shapes, us, m, n, k, split=(SPLIT_US, SPLIT_BYTES_PER_US)):
     """gemm_cuda.cu's choose(): (shape index, splits) of the cheapest candidate."""
     kb = cdiv(k, 128)
     mem = m * n * 2 / 3.0e6 + (m + n) * k / 3.0e6
@@ -51,16 +55,16 @@ def choose(shapes, us, m, n, k):
             if splits > 1 and per < 4:
                 break
             waves = cdiv(tiles * splits, SMS)
-            cost = max(waves * (per * us[i] + (4.0 if splits > 1 else 0.5)), mem)
+            cost = max(waves * (per * us[i] + (split[0] if splits > 1 else 0.5)), mem)
             if splits > 1:
-                cost += splits * m * n * 8 / 1.5e6
+                cost += splits * m * n * 8 / split[1]
             if cost < best_cost * 0.97:
                 best_cost, best = cost, (i, splits)
     return best
 
 
-def pick_time(rec, shapes, us):
-    i, splits = choose(shapes, us, rec["M"], rec["N"], rec["K"])
+def pick_time(rec, shapes, us, split):
+    i, splits = choose(shapes, us, rec["M"], rec["N"], rec["K"], split)
     sweep = rec["sweep"]
     # Splits the sweep did not time count as their nearest timed split count.
     for s in sorted({1, 2, 4}, key=lambda t: abs(t - splits)):
@@ -70,10 +74,10 @@ def pick_time(rec, shapes, us):
     return math.inf, config_key(shapes[i], splits)
 
 
-def quality(recs, shapes, us):
+def quality(recs, shapes, us, split):
     logs = []
     for r in recs:
-        t, _ = pick_time(r, shapes, us)
+        t, _ = pick_time(r, shapes, us, split)
         logs.append(math.log(t / r["best_us"]))
     return math.exp(sum(logs) / len(logs)), max(logs)
 
@@ -106,19 +110,27 @@ def main():
             if waves >= 2:
                 est.append((r["sweep"][key]["us"] / waves - 0.5) / cdiv(r["K"], 128))
         us.append(sorted(est)[len(est) // 2] if est else 1.0)
-    score = quality(recs, shapes, us)
+    # The split-K constants (fixed cost per split unit, partial traffic rate) are fitted with the rest.
+    params = us + [SPLIT_US, SPLIT_BYTES_PER_US]
+
+    def score_of(ps):
+        return quality(recs, shapes, ps[:-2], ps[-2:])
+
+    score = score_of(params)
     for _ in range(4):
-        for i in range(len(us)):
-            for f in [0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2]:
-                trial = us[:i] + [us[i] * f] + us[i + 1 :]
-                q = quality(recs, shapes, trial)
+        for i in range(len(params)):
+            for f in [0.5, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 2.0]:
+                trial = params[:i] + [params[i] * f] + params[i + 1 :]
+                q = score_of(trial)
                 if q < score:
-                    score, us = q, trial
+                    score, params = q, trial
+    us, split = params[:-2], params[-2:]
     print(f"geomean pick / swept best {score[0]:.4f}, worst {math.exp(score[1]):.3f}")
     for s, u in zip(shapes, us, strict=True):
         print(f"  {{{s['nc']}, {s['waves']}, {s['bn']}, {s['cluster']}, {s['cluster_n']}, {u:.2f}}}")
+    print(f"  split-K: {split[0]:.2f} us per unit, partials at {split[1]:.3g} bytes/us")
     for r in recs:
-        t, key = pick_time(r, shapes, us)
+        t, key = pick_time(r, shapes, us, split)
         best = f"{r['best_key']} {r['best_us']:.1f} us"
         print(f"  {r['M']}x{r['N']}x{r['K']}: pick {key} {t:.1f} us, best {best}")
 
