@@ -61,8 +61,8 @@ struct Shape {
   int nc, waves, bn, cluster, cluster_n;
   double us_per_kb;
 };
-// Fitted with bench/fp8_gemm_fit.py to the H200 sweep of 1e26c76 (bench/results/logs/fp8-gemm-sweep-1e26c76.json):
-// the pick is within 2.2 % of the swept best (geomean over the 30 shapes; the best includes configurations the
+// Fitted with bench/fp8_gemm_fit.py to the H200 sweep of 1e26c76 (bench/results/logs/, the sweep JSON): the
+// pick is within 2.2 % of the swept best (geomean over the 30 shapes; the best includes configurations the
 // model does not weigh), and within 3 % with every constant perturbed by up to 5 %. Left out: the 128x96 and
 // 128x144 tiles and the clusters that never changed a pick by more than ~1 %.
 constexpr Shape kFp8Shapes[] = {{2, 1, 192, 1, 0, 1.07}, {2, 1, 128, 1, 0, 0.82}, {2, 1, 64, 1, 0, 0.44},
