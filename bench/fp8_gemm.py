@@ -10,7 +10,8 @@ NaN before each checked call; then
                               output allocation, layout work included), fresh inputs per call (rotated sets)
 cuBLAS runs on K-major copies with the scale layouts it needs; its correctness is checked like ours (it is
 wrong when K/128 is not a multiple of 4). --sweep also times every compiled tile shape x K split per shape
-(FP8GEMM_CONFIG), for tuning the heuristic. Writes fp8-gemm-h200.json and fp8-gemm-h200.md.
+(FP8GEMM_CONFIG), fast and strict, for tuning the heuristic (bench/fp8_gemm_fit.py). Writes
+fp8-gemm-h200.json and fp8-gemm-h200.md.
 """
 
 import argparse
@@ -44,6 +45,8 @@ SWEEP = (
     + [f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2, "t")]
     + ["2,128,t,1,2"]
 )
+# Strict mode (bf16 kernels): every compiled tile shape x K split, no clusters.
+STRICT_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
@@ -137,19 +140,21 @@ def full_operator_us(gemm, m, n, k, sets=4, iters=30):
     return statistics.median(times)
 
 
-def sweep_shape(ops, x, ref):
-    """Every compiled configuration (FP8GEMM_CONFIG), and the heuristic's pick with the register epilogue."""
+def sweep_shape(op, x, ref, configs, regepi):
+    """Every configuration in `configs` (FP8GEMM_CONFIG) of `op`, and (`regepi`) the heuristic's pick with the
+    register epilogue."""
     m, n = x[0].shape[0], x[1].shape[0]
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-    cases = [({"FP8GEMM_CONFIG": cfg}, cfg) for cfg in SWEEP]
-    cases.append(({"FP8GEMM_REGISTER_EPILOGUE": "1"}, "auto-regepi"))
+    cases = [({"FP8GEMM_CONFIG": cfg}, cfg) for cfg in configs]
+    if regepi:
+        cases.append(({"FP8GEMM_REGISTER_EPILOGUE": "1"}, "auto-regepi"))
     out = {}
     for env, name in cases:
         os.environ.update(env)
         try:
-            ops.gemm(*x, c)
-            err, _ = verdict(c, ref)
-            out[name] = dict(us=kernel_us(lambda: ops.gemm(*x, c), rep=30), rel_err=err)
+            op(*x, c)
+            err, bad = verdict(c, ref)
+            out[name] = dict(us=kernel_us(lambda: op(*x, c), rep=30), rel_err=err, strict_bad=bad)
         finally:
             for key in env:
                 del os.environ[key]
@@ -180,7 +185,8 @@ def run_shape(mod, ops, m, n, k, sweep):
                              cublas_us=cub_us, cublas_correct=cub_ok,
                              cublas_tflops=tflops(m, n, k, cub_us)))  # fmt: skip
         if sweep and layout == "k-major":
-            recs[-2]["sweep"] = sweep_shape(ops, x, ref)
+            recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, SWEEP, True)
+            recs[-1]["sweep"] = sweep_shape(ops.gemm_strict, x, ref, STRICT_SWEEP, False)
     full = full_operator_us(mod.gemm, m, n, k)
     recs.append(dict(M=m, N=n, K=k, layout="mn-major", mode="full-operator", kforge_us=full,
                      kforge_correct=recs[2]["kforge_correct"], kforge_tflops=tflops(m, n, k, full),
@@ -282,7 +288,7 @@ def main():
     ap.add_argument("--nvcc", default="unknown", help="nvcc version the .so was built with")
     ap.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--shapes", choices=["challenge", "deepseek", "all"], default="all")
-    ap.add_argument("--sweep", action="store_true", help="also time every tile shape x split per shape")
+    ap.add_argument("--sweep", action="store_true", help="also time every configuration per shape")
     args = ap.parse_args()
 
     ops = load_ops(args.so)
