@@ -4,10 +4,11 @@
 // CTA = 1 producer warpgroup (one thread issues TMA) + NC consumer warpgroups (W waves of 64 rows each).
 // Per 128-K block and wave a consumer issues 4 (fp8) or 8 (bf16) wgmma into a fresh accumulator, waits and
 // folds acc * a_scale[row] * b_scale[col/128] into that wave's FP32 result (after the last wave it releases the
-// stage); with NC = 2 one warpgroup's promotion overlaps the other's tensor-core work. W = 2 gives 256-row tiles
-// at the registers of a 128-row one (one m64 accumulator in flight): fewer L2 bytes per FLOP. Operands are
-// K-major in global memory (the host makes them so) and land in shared memory with the 128-byte swizzle that
-// the wgmma descriptors name.
+// stage); with NC = 2 or 3 one warpgroup's promotion overlaps another's tensor-core work, and a lone consumer
+// (NC = 1) double-buffers its accumulator so that its next block's wgmma run while it promotes. W = 2 gives
+// 256-row tiles at the registers of a 128-row one (one m64 accumulator in flight): fewer L2 bytes per FLOP.
+// Operands are K-major in global memory (the host makes them so) and land in shared memory with the 128-byte
+// swizzle that the wgmma descriptors name.
 //
 // With a cluster of 2 CTAs that share one operand tile (adjacent M blocks share B, or adjacent N blocks share
 // A) each CTA loads half of the shared tile and TMA multicasts it into both: L2->SM traffic, the limit of the
