@@ -55,8 +55,7 @@ int tail_splits(int64_t units, int64_t slots, int64_t KB) {
 
 // Candidate configurations for each input type: tile shape (consumer warpgroups, waves per consumer, block N),
 // cluster (1, or 2 along M or, with cluster_n, along N) and the measured H200 time of one wave of 132 tiles over
-// one 128-K block, in µs (fp8: fitted to the sweep of bench/results/fp8-gemm-h200.json; bf16 scaled by the 2x
-// tensor-core rate).
+// one 128-K block, in µs (fp8: fitted to a sweep, below; bf16 scaled by the 2x tensor-core rate).
 struct Shape {
   int nc, waves, bn, cluster, cluster_n;
   double us_per_kb;
@@ -398,10 +397,9 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
 
   fp8gemm::sm90::Params p{};
   p.M = M, p.N = N, p.K = K, p.KB = KB;
-  p.num_n = cdiv(N, ch.bn);
   p.cluster = ch.cluster, p.cluster_n = ch.cluster > 1 && ch.cluster_n;
   p.units_m = p.cluster_n ? cdiv(M, BM) : cdiv(cdiv(M, BM), ch.cluster);
-  p.units_n = p.cluster_n ? cdiv(p.num_n, ch.cluster) : p.num_n;
+  p.units_n = p.cluster_n ? cdiv(N, int64_t(ch.bn) * ch.cluster) : cdiv(N, ch.bn);
   p.splits = std::min<int64_t>(ch.splits, KB);
   p.group_m = p.cluster_n ? 8 : 8 / ch.cluster;  // 8 M blocks sweep N together either way
   p.b_scale = b_scale.data_ptr<float>();

@@ -50,7 +50,6 @@ constexpr int kSplitFlagBytes = 16;
 
 struct Params {
   int M, N, K, KB;        // KB = ceil(K / 128)
-  int num_n;              // tiles along N
   int cluster;            // CTAs per cluster (1 or 2); they share, and multicast, one operand tile
   int cluster_n;          // 1: the cluster's CTAs are adjacent N blocks sharing A; 0: adjacent M blocks sharing B
   int units_m, units_n;   // cluster units along M and N (tiles / cluster along the paired axis)
