@@ -292,7 +292,7 @@ def main():
     args = ap.parse_args()
 
     ops = load_ops(args.so)
-    mod = _wrapper(Path(args.so).name.split(".")[0])
+    mod = load_wrapper(Path(args.so).name.split(".")[0])
     shapes = {"challenge": CHALLENGE, "deepseek": DEEPSEEK, "all": CHALLENGE + DEEPSEEK}[args.shapes]
     records = []
     out = Path(args.out_dir)
@@ -331,12 +331,13 @@ def load_ops(so):
     return getattr(torch.ops, Path(so).name.split(".")[0])
 
 
-def _wrapper(ns):
+def load_wrapper(ns):
     """Imports the package's Python wrapper over the loaded ops, laid out as `kforge build` emits it."""
     import importlib
     import tempfile
 
-    root = Path(tempfile.mkdtemp()) / "fp8_gemm"
+    # Its own package name: "fp8_gemm" is this module's when another bench script imports it.
+    root = Path(tempfile.mkdtemp()) / "fp8_gemm_wrapper"
     root.mkdir()
     src = Path(__file__).resolve().parent.parent / "kernels/fp8-gemm/torch-ext/fp8_gemm/__init__.py"
     (root / "__init__.py").write_text(src.read_text())
@@ -345,7 +346,7 @@ def _wrapper(ns):
         f"def add_op_namespace_prefix(op_name):\n    return '{ns}::' + op_name\n"
     )
     sys.path.insert(0, str(root.parent))
-    return importlib.import_module("fp8_gemm")
+    return importlib.import_module("fp8_gemm_wrapper")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
-"""Host cost of one fp8-gemm call: enqueue time per call without synchronizing (the GPU work of these shapes
-is shorter than the host's, so the queue never fills), for the kforge op on both layouts and for
-torch._scaled_mm blockwise.
+"""Host cost of one fp8-gemm call, broken down: for each case the enqueue time per call without synchronizing
+(the GPU work of these shapes is shorter than the host's, so the queue never fills) and the challenge's wall
+clock (synchronize, call, synchronize; median). Cases: the op dispatch alone (M = 0 returns before any CUDA
+call), the op on both layouts, the generic kernel (no tensor maps, one plain launch), the Python wrapper on
+the challenge layout (the full operator), torch._scaled_mm blockwise, and an empty synchronize.
 
     python bench/fp8_gemm_host.py BUILD.so
 """
 
+import functools
+import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -12,10 +17,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm import cublas_fn, load_ops, make_inputs  # noqa: E402
+from fp8_gemm import cublas_fn, load_ops, load_wrapper, make_inputs  # noqa: E402
 
 
-def per_call_us(fn, calls=300):
+def enqueue_us(fn, calls=300):
     for _ in range(20):
         fn()
     torch.cuda.synchronize()
@@ -27,21 +32,49 @@ def per_call_us(fn, calls=300):
     return host
 
 
+def wall_us(fn, calls=100):
+    fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter_ns()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+    return statistics.median(times)
+
+
+def report(label, fn, wall=True):
+    line = f"  {label:<34} enqueue {enqueue_us(fn):6.1f} us"
+    if wall:
+        line += f"   wall {wall_us(fn):6.1f} us"
+    print(line, flush=True)
+
+
 def main():
-    ops = load_ops(sys.argv[1])
+    so = sys.argv[1]
+    ops = load_ops(so)
+    wrapper = load_wrapper(Path(so).name.split(".")[0])
     for m, n, k in [(1024, 4096, 512), (1024, 1536, 7168), (64, 2112, 7168)]:
+        print(f"{m}x{n}x{k}:", flush=True)
+        report("empty synchronize", lambda: None)
+        z = make_inputs(1, n, k, False)
+        z = (z[0][:0], z[1], z[2][:0], z[3], torch.empty((0, n), dtype=torch.bfloat16, device="cuda"))
+        report("op dispatch (M = 0)", functools.partial(ops.gemm, *z))
         for mn_major in (False, True):
-            a, b, a_s, b_s = make_inputs(m, n, k, mn_major)
+            x = make_inputs(m, n, k, mn_major)
             c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-            us = per_call_us(lambda a=a, b=b, a_s=a_s, b_s=b_s, c=c: ops.gemm(a, b, a_s, b_s, c))
-            layout = "mn-major" if mn_major else "k-major"
-            print(f"{m}x{n}x{k} {layout}: kforge {us:.1f} us host per call", flush=True)
+            report(f"op {'mn-major' if mn_major else 'k-major'}", functools.partial(ops.gemm, *x, c))
+            if mn_major:
+                report("wrapper mn-major (full operator)", functools.partial(wrapper.gemm, *x))
+            else:
+                os.environ["FP8GEMM_FORCE_GENERIC"] = "1"
+                report("op k-major, generic kernel", functools.partial(ops.gemm, *x, c), wall=False)
+                del os.environ["FP8GEMM_FORCE_GENERIC"]
         try:
-            us = per_call_us(cublas_fn(*make_inputs(m, n, k, False)))
-            print(f"{m}x{n}x{k} k-major: torch._scaled_mm {us:.1f} us host per call", flush=True)
+            report("torch._scaled_mm k-major", cublas_fn(*make_inputs(m, n, k, False)))
         except RuntimeError as e:
-            print(f"{m}x{n}x{k}: torch._scaled_mm failed: {str(e).splitlines()[0]}")
-        print(f"{m}x{n}x{k}: empty sync round trip {per_call_us(torch.cuda.synchronize, 100):.1f} us")
+            print(f"  torch._scaled_mm failed: {str(e).splitlines()[0]}")
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ small enough to run under ncu.
     python bench/fp8_gemm_probe.py BUILD.so MxNxK[,MxNxK...] CONFIG [CONFIG ...]
 
 CONFIG "auto" leaves the choice to the heuristic. PROBE_STRICT=1 times the strict op, once per value of
-PROBE_STRICT_F16 (comma-separated FP8GEMM_STRICT_F16 values, default "0"); PROBE_ONCE=1 runs each
-configuration once, untimed (for ncu).
+PROBE_STRICT_F16 (comma-separated FP8GEMM_STRICT_F16 values, default "0"); PROBE_MN=1 passes the challenge's
+MN-major layout (the op's transpose pass included); PROBE_ONCE=1 runs each configuration once, untimed (for
+ncu).
 """
 
 import os
@@ -34,7 +35,7 @@ def main():
     os.environ["FP8GEMM_VERBOSE"] = "1"
     for shape in shapes.split(","):
         m, n, k = map(int, shape.split("x"))
-        x = make_inputs(m, n, k, False)
+        x = make_inputs(m, n, k, bool(os.environ.get("PROBE_MN")))
         ref = reference(*x)
         c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
         for f16 in f16s:

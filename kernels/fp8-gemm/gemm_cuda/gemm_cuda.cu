@@ -301,14 +301,18 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   p.stages = stages, p.raw_stages = raw;
   const int smem = Cfg::smem_bytes(stages, raw);
   cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = p.cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = p.cluster, attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
+  // Programmatic dependent launch: the kernel's prologue overlaps the previous kernel in the stream (the
+  // operand transpose, say); it reads global memory only after griddepcontrol.wait.
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 1;  // the cluster occupancy query below takes the cluster shape alone
   // Per device: the raised shared-memory limit and how many clusters fit at once (2-CTA clusters must share a
   // GPC, so not every SM pair can host one). std::call_once is avoided because it pulls pthread_once@GLIBC_2.34
   // (manylinux_2_28).
@@ -357,6 +361,7 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
                  p.tail_splits, p.cluster, p.cluster_n ? "n" : "m", fit, stages, raw, smem, cfg.gridDim.x,
                  p.tma_store);
   }
+  cfg.numAttrs = 2;
   C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, ma, mb, ms, mc, p));
 }
 

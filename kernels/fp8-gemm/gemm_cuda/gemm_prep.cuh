@@ -52,6 +52,14 @@ __device__ __forceinline__ typename Out<kMode>::T convert(uint8_t b) {
 
 constexpr int kTile = 128, kThreads = 256;
 
+// Lets the GEMM launched next as a programmatic dependent (PDL) start its prologue while this grid runs; it
+// waits for this grid's completion before it reads what this grid writes.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // The 4 bytes of w (lowest first), converted and packed into sizeof(T) words.
 template <Mode kMode>
 __device__ __forceinline__ void convert4(uint32_t w, uint32_t *o) {
@@ -134,6 +142,7 @@ __global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs
   static_assert(kTile == 128 && kThreads == 256, "one 16 r x 4 k block per thread covers the tile");
   using T = typename Out<kMode>::T;
   __shared__ __align__(16) uint32_t tile[kTile][kTile / 4];
+  allow_dependents();
   const TransposeJob<kMode> job = blockIdx.z == 0 ? jobs.job[0] : jobs.job[1];  // no dynamic index: no stack
   const uint8_t *src = job.src;
   const int64_t ld = job.ld, ldo = job.ldo;
@@ -194,6 +203,7 @@ __global__ void __launch_bounds__(kThreads)
     rows_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
   using T = typename Out<kMode>::T;
   constexpr int kVec = 16 / sizeof(T);
+  allow_dependents();
   const bool wide = ld % kVec == 0 && reinterpret_cast<uintptr_t>(src) % kVec == 0;
   const int groups = (K + kVec - 1) / kVec;
   const int64_t total = int64_t(R) * groups;

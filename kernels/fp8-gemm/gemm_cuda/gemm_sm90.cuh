@@ -351,6 +351,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   // The peer's barriers must be initialised before its first multicast or remote arrive reaches them.
   if (p.cluster > 1) cluster_sync();
   else __syncthreads();
+  // Launched as a programmatic dependent (PDL), this prologue overlaps the previous kernel's tail; no global
+  // memory is touched before the previous grid has completed and flushed. A no-op without PDL.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {
     // Producer: one thread walks the same unit sequence as the consumers and keeps the ring full.
