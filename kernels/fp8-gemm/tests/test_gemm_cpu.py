@@ -72,6 +72,31 @@ def test_bad_arguments_are_named(fp8_gemm, mutate, message):
         fp8_gemm.ops.gemm(args["a"], args["b"], args["a_scale"], args["b_scale"], args["c"])
 
 
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda t: {**t, "a": t["a"][0]}, "a must be 2-D [M, K], got 1 dims"),
+        (lambda t: {**t, "b": t["b"][:, :128]}, "b must be [N, K] with K = 256"),
+        (lambda t: {**t, "a_scale": t["a_scale"][:, :1]}, "a_scale must be [M, ceil(K/128)] = [64, 2]"),
+    ],
+)
+def test_bad_arguments_are_named_when_the_op_allocates(fp8_gemm, mutate, message):
+    a, b, a_s, b_s = make_inputs(64, 128, 256)
+    args = mutate({"a": a, "b": b, "a_scale": a_s, "b_scale": b_s})
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        fp8_gemm.gemm(args["a"], args["b"], args["a_scale"], args["b_scale"])
+
+
+@pytest.mark.parametrize("precision", ["fast", "strict"])
+def test_allocating_call_matches_the_out_call(fp8_gemm, precision):
+    a, b, a_s, b_s = make_inputs(70, 130, 300, mn_major=True)
+    into = fp8_gemm.gemm(a, b, a_s, b_s, out=poisoned(70, 130), precision=precision)
+    new = fp8_gemm.gemm(a, b, a_s, b_s, precision=precision)
+    assert new.dtype == torch.bfloat16 and new.shape == (70, 130) and new.is_contiguous()
+    assert torch.equal(new, into)
+    assert strict_bad(new, reference(a, b, a_s, b_s)) == 0
+
+
 def test_bad_precision_is_named(fp8_gemm):
     a, b, a_s, b_s = make_inputs(64, 128, 256)
     with pytest.raises(ValueError, match="precision must be"):

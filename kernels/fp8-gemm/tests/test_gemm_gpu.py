@@ -109,6 +109,18 @@ def test_register_epilogue(fp8_gemm_cuda, env, config):
     check(fp8_gemm_cuda, 1024, 576, 7168, False, "fast", seed=4)
 
 
+@pytest.mark.parametrize("precision", ["fast", "strict"])
+def test_allocating_call_matches_the_out_call(fp8_gemm_cuda, precision):
+    m, n, k = 1024, 576, 7168
+    a, b, a_s, b_s = make_inputs(m, n, k, mn_major=True, device="cuda")
+    into = fp8_gemm_cuda.gemm(a, b, a_s, b_s, out=poisoned(m, n, "cuda"), precision=precision)
+    new = fp8_gemm_cuda.gemm(a, b, a_s, b_s, precision=precision)
+    torch.cuda.synchronize()
+    assert new.device == a.device and new.dtype == torch.bfloat16 and new.shape == (m, n)
+    assert torch.equal(new, into)
+    assert rel_err(new, reference(a, b, a_s, b_s)) < 2e-3
+
+
 def test_unaligned_output_view(fp8_gemm_cuda):
     # A contiguous c whose base is 4- but not 16-byte aligned takes the register epilogue (N % 8 == 0 here).
     m, n, k = 256, 576, 512

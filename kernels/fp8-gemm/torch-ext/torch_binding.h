@@ -7,6 +7,9 @@ void gemm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, c
           at::Tensor &c);
 void gemm_strict(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
                  const at::Tensor &b_scale, at::Tensor &c);
+// The same into a new bf16 [M, N] tensor (allocated here: cheaper per call than a torch.empty in Python).
+at::Tensor gemm_alloc(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
+                      const at::Tensor &b_scale, bool strict);
 void gemm_cpu(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
               at::Tensor &c);
 // strict: bf16 tensor cores on sm_90a (exact products); the generic kernel is exact in both modes.
