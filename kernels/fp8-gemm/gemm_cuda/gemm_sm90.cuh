@@ -458,7 +458,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     const int first_row = cw * 64 * W;
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = (p.N + kQuant - 1) / kQuant;
-    constexpr int kRes = W * kAcc;  // result floats per thread
+    // Result floats per thread. res[w][i ^ 1] holds accumulator element i (the two columns of each pair
+    // swapped): ptxas gives both arrays quad-aligned registers, so unswapped, every promotion FMA would read its
+    // accumulator and result from the same register bank (a dispatch stall each, seen with ncu).
+    constexpr int kRes = W * kAcc;
     // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
     // consumers, which already overlap each other).
@@ -554,10 +557,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int j = 0; j < BN / 8; ++j) {
             const bool hi = kHiFrom < 0 ? j * 8 >= hi_from : j * 8 >= kHiFrom;
             const float f0 = hi ? f.hi[w][0] : f.lo[w][0], f1 = hi ? f.hi[w][1] : f.lo[w][1];
-            res[w][4 * j + 0] = fmaf(a[4 * j + 0], f0, res[w][4 * j + 0]);
-            res[w][4 * j + 1] = fmaf(a[4 * j + 1], f0, res[w][4 * j + 1]);
-            res[w][4 * j + 2] = fmaf(a[4 * j + 2], f1, res[w][4 * j + 2]);
-            res[w][4 * j + 3] = fmaf(a[4 * j + 3], f1, res[w][4 * j + 3]);
+            res[w][4 * j + 1] = fmaf(a[4 * j + 0], f0, res[w][4 * j + 1]);  // swapped pairs: see kRes
+            res[w][4 * j + 0] = fmaf(a[4 * j + 1], f0, res[w][4 * j + 0]);
+            res[w][4 * j + 3] = fmaf(a[4 * j + 2], f1, res[w][4 * j + 3]);
+            res[w][4 * j + 2] = fmaf(a[4 * j + 3], f1, res[w][4 * j + 2]);
           }
         };
         if constexpr (kDoubleAcc) {
@@ -683,7 +686,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int h = 0; h < 2; ++h) {
               const int box = w * (BN / 64) + j / 8;
               const int off = box * 64 * 128 + (row_in_wave + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
-              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][4 * j + 2 * h], res[w][4 * j + 2 * h + 1]);
+              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][4 * j + 2 * h + 1], res[w][4 * j + 2 * h]);
               sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
             }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -711,7 +714,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             const int m = m_row + 64 * w + 8 * h;
             if (m >= p.M || n >= p.N) continue;
             __nv_bfloat16 *dst = p.c + size_t(m) * p.N + n;
-            const float v0 = res[w][4 * j + 2 * h], v1 = res[w][4 * j + 2 * h + 1];
+            const float v0 = res[w][4 * j + 2 * h + 1], v1 = res[w][4 * j + 2 * h];
             if (pairs) {
               *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(v0, v1);
             } else {
