@@ -458,14 +458,16 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     const int first_row = cw * 64 * W;
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = (p.N + kQuant - 1) / kQuant;
-    // Result floats per thread. res[w][i ^ 1] holds accumulator element i (the two columns of each pair
-    // swapped): ptxas gives both arrays quad-aligned registers, so unswapped, every promotion FMA would read its
-    // accumulator and result from the same register bank (a dispatch stall each, seen with ncu).
-    constexpr int kRes = W * kAcc;
+    constexpr int kRes = W * kAcc;  // result floats per thread
     // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
     // consumers, which already overlap each other).
     constexpr bool kDoubleAcc = NC == 1 && W == 1 && 3 * kAcc + 40 <= C::kConsumerRegs;
+    // res[w][i ^ kSwap] holds accumulator element i. With one accumulator, ptxas gives both arrays quad-aligned
+    // registers, so unswapped every promotion FMA reads accumulator and result from the same register bank (a
+    // dispatch stall each, seen with ncu); swapping each pair's two columns avoids it (the epilogues swap
+    // back). The double-buffered kernel's allocation has no such conflicts: unswapped.
+    constexpr int kSwap = kDoubleAcc ? 0 : 1;
     float acc[kAcc], acc_b[kDoubleAcc ? kAcc : 1], res[W][kAcc];
     RingPos pos;
     for (int unit = first_unit; unit < total_units; unit += unit_stride) {
@@ -557,10 +559,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int j = 0; j < BN / 8; ++j) {
             const bool hi = kHiFrom < 0 ? j * 8 >= hi_from : j * 8 >= kHiFrom;
             const float f0 = hi ? f.hi[w][0] : f.lo[w][0], f1 = hi ? f.hi[w][1] : f.lo[w][1];
-            res[w][4 * j + 1] = fmaf(a[4 * j + 0], f0, res[w][4 * j + 1]);  // swapped pairs: see kRes
-            res[w][4 * j + 0] = fmaf(a[4 * j + 1], f0, res[w][4 * j + 0]);
-            res[w][4 * j + 3] = fmaf(a[4 * j + 2], f1, res[w][4 * j + 3]);
-            res[w][4 * j + 2] = fmaf(a[4 * j + 3], f1, res[w][4 * j + 2]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = (4 * j + e) ^ kSwap;
+              res[w][r] = fmaf(a[4 * j + e], e < 2 ? f0 : f1, res[w][r]);
+            }
           }
         };
         if constexpr (kDoubleAcc) {
@@ -656,17 +659,20 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         consumer_sync(NC * 128);  // the flag is rewritten by the next unit
         if (!last) continue;
         __threadfence();
-        for (int other = 0; other < splits; ++other) {
-          if (other == split) continue;
-          const float4 *peer = partial(other);
+        // Summed in split order whichever split arrives last (its own partial read back too), so the result
+        // is the same bits on every run.
 #pragma unroll
-          for (int w = 0; w < W; ++w)
+        for (int w = 0; w < W; ++w)
 #pragma unroll
-            for (int i = 0; i < kAcc / 4; ++i) {
-              const float4 v = __ldcg(peer + (w * kAcc / 4 + i) * 128);
-              res[w][4 * i] += v.x, res[w][4 * i + 1] += v.y, res[w][4 * i + 2] += v.z, res[w][4 * i + 3] += v.w;
+          for (int i = 0; i < kAcc / 4; ++i) {
+            const int at = (w * kAcc / 4 + i) * 128;
+            float4 sum = __ldcg(partial(0) + at);
+            for (int s = 1; s < splits; ++s) {
+              const float4 v = __ldcg(partial(s) + at);
+              sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
             }
-        }
+            res[w][4 * i] = sum.x, res[w][4 * i + 1] = sum.y, res[w][4 * i + 2] = sum.z, res[w][4 * i + 3] = sum.w;
+          }
       }
 
       if (C::kEpiBytes > 0 && p.tma_store) {
@@ -686,7 +692,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int h = 0; h < 2; ++h) {
               const int box = w * (BN / 64) + j / 8;
               const int off = box * 64 * 128 + (row_in_wave + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
-              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][4 * j + 2 * h + 1], res[w][4 * j + 2 * h]);
+              const int r = 4 * j + 2 * h;
+              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][r ^ kSwap], res[w][(r + 1) ^ kSwap]);
               sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
             }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -714,7 +721,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             const int m = m_row + 64 * w + 8 * h;
             if (m >= p.M || n >= p.N) continue;
             __nv_bfloat16 *dst = p.c + size_t(m) * p.N + n;
-            const float v0 = res[w][4 * j + 2 * h + 1], v1 = res[w][4 * j + 2 * h];
+            const int r = 4 * j + 2 * h;
+            const float v0 = res[w][r ^ kSwap], v1 = res[w][(r + 1) ^ kSwap];
             if (pairs) {
               *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(v0, v1);
             } else {
