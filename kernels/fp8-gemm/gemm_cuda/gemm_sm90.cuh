@@ -660,19 +660,21 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         if (!last) continue;
         __threadfence();
         // Summed in split order whichever split arrives last (its own partial read back too), so the result
-        // is the same bits on every run.
+        // is the same bits on every run. One split's whole partial per pass: its loads are all in flight at once.
+        auto add_partial = [&](int of_split, bool first) __attribute__((always_inline)) {
+          const float4 *from = partial(of_split);
 #pragma unroll
-        for (int w = 0; w < W; ++w)
+          for (int w = 0; w < W; ++w)
 #pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i) {
-            const int at = (w * kAcc / 4 + i) * 128;
-            float4 sum = __ldcg(partial(0) + at);
-            for (int s = 1; s < splits; ++s) {
-              const float4 v = __ldcg(partial(s) + at);
-              sum.x += v.x, sum.y += v.y, sum.z += v.z, sum.w += v.w;
+            for (int i = 0; i < kAcc / 4; ++i) {
+              const float4 v = __ldcg(from + (w * kAcc / 4 + i) * 128);
+              float *r = &res[w][4 * i];
+              if (first) r[0] = v.x, r[1] = v.y, r[2] = v.z, r[3] = v.w;
+              else r[0] += v.x, r[1] += v.y, r[2] += v.z, r[3] += v.w;
             }
-            res[w][4 * i] = sum.x, res[w][4 * i + 1] = sum.y, res[w][4 * i + 2] = sum.z, res[w][4 * i + 3] = sum.w;
-          }
+        };
+        add_partial(0, true);
+        for (int s = 1; s < splits; ++s) add_partial(s, false);
       }
 
       if (C::kEpiBytes > 0 && p.tma_store) {
