@@ -36,11 +36,13 @@ def config_key(s, splits):
     return f"{s['nc']},{s['bn']},{splits},{cl},{s['waves']}"
 
 
-SPLIT_US, SPLIT_BYTES_PER_US = 4.0, 1.5e6  # split-K: fixed cost per unit, partials' traffic rate
+# Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split / kBf16Split): the
+# first starting point of the fit.
+SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6)}
 
 
-def choose(shapes, us, m, n, k, split=(SPLIT_US, SPLIT_BYTES_PER_US), elem_bytes=1):
-    """gemm_cuda.cu's choose(): (shape index, splits) of the cheapest candidate."""
+def choose(shapes, us, m, n, k, split, elem_bytes=1):
+    """gemm_cuda.cu's choose(): (shape index, splits) of the cheapest candidate; split as in SPLIT."""
     kb = cdiv(k, 128)
     mem = m * n * 2 / 3.0e6 + (m + n) * k * elem_bytes / 3.0e6
     best, best_cost = None, math.inf
@@ -133,7 +135,7 @@ def main():
         rounded = [round(u, 2) for u in params[:-2]] + [round(params[-2], 1), float(f"{params[-1]:.2g}")]
         return score_of(rounded), rounded
 
-    starts = [(SPLIT_US, SPLIT_BYTES_PER_US), (2.0, 3e6), (1.0, 6e6)]
+    starts = [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
     score, params = min(search(us + list(split)) for split in starts)
     us, split = params[:-2], params[-2:]
     # Robustness: the same picks' quality with every constant off by up to 5 % (10 % for the split ones).

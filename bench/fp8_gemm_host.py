@@ -9,7 +9,6 @@ the challenge layout (the full operator), torch._scaled_mm blockwise, and an emp
 
 import functools
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm import cublas_fn, load_ops, load_wrapper, make_inputs  # noqa: E402
+from fp8_gemm import cublas_fn, load_ops, load_wrapper, make_inputs, wall_us  # noqa: E402
 
 
 def enqueue_us(fn, calls=300):
@@ -32,22 +31,10 @@ def enqueue_us(fn, calls=300):
     return host
 
 
-def wall_us(fn, calls=100):
-    fn()
-    times = []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter_ns() - t0) / 1e3)
-    return statistics.median(times)
-
-
 def report(label, fn, wall=True):
-    line = f"  {label:<34} enqueue {enqueue_us(fn):6.1f} us"
+    line = f"  {label:<34} enqueue {enqueue_us(fn):6.1f} us"  # warms fn up for wall_us too
     if wall:
-        line += f"   wall {wall_us(fn):6.1f} us"
+        line += f"   wall {wall_us(fn, 100):6.1f} us"
     print(line, flush=True)
 
 

@@ -63,8 +63,8 @@ struct Shape {
 // Fitted with bench/fp8_gemm_fit.py to the H200 sweep of 0be2a4c (bench/results/logs/, the sweep JSON): the
 // pick is within 1.8 % of the swept best (geomean over the 30 shapes; the best includes configurations the
 // model does not weigh), 2.5 % with every constant perturbed by up to 5 %; on the earlier 6db22b4 sweep 1.85 %
-// (the previous constants: 2.7 % and 2.1 %). Left out: the 128x96 and
-// 128x144 tiles and the clusters that never changed a pick by more than ~1 %.
+// (the previous constants: 2.7 % and 2.1 %). Left out: the 128x96 and 128x144 tiles and the clusters that
+// never changed a pick by more than ~1 %.
 constexpr Shape kFp8Shapes[] = {{2, 1, 192, 1, 0, 1.15}, {2, 1, 128, 1, 0, 0.84}, {2, 1, 64, 1, 0, 0.35},
                                 {1, 1, 128, 1, 0, 0.36}, {2, 2, 128, 1, 0, 0.99}, {2, 1, 192, 2, 0, 0.76},
                                 {3, 1, 128, 1, 0, 0.79}};
