@@ -1,6 +1,6 @@
 """Benchmarks kernels/fp8-gemm on a CUDA GPU against torch._scaled_mm blockwise (cuBLASLt), in the same run.
 
-    python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR] [--sweep]
+    python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR] [--sweep [mn]]
 
 Per shape (18 challenge + 12 DeepSeek-V3): fresh randn inputs, a float64 reference, the output poisoned with
 NaN before each checked call; then
@@ -10,7 +10,8 @@ NaN before each checked call; then
                               output allocation, layout work included), fresh inputs per call (rotated sets)
 cuBLAS runs on K-major copies with the scale layouts it needs; its correctness is checked like ours (it is
 wrong when K/128 is not a multiple of 4). --sweep also times every compiled tile shape x K split per shape
-(FP8GEMM_CONFIG), fast and strict, for tuning the heuristic (bench/fp8_gemm_fit.py). Writes
+(FP8GEMM_CONFIG), fast and strict, and the MN-major layout's shared-memory transpose tiles against its
+transpose pass, for tuning the heuristic (bench/fp8_gemm_fit.py); --sweep mn only the last. Writes
 fp8-gemm-h200.json and fp8-gemm-h200.md.
 """
 
@@ -46,6 +47,9 @@ SWEEP = (
     + [f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2, "t")]
     + ["2,128,t,1,2"]
 )
+# MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
+# also times the transpose pass with the K-major kernels' pick ("pass").
+MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
 # Strict mode (bf16 kernels): every compiled tile shape x K split, no clusters.
 STRICT_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
 FAST_BAR = 2e-3  # relative Frobenius error
@@ -146,14 +150,12 @@ def full_operator_us(gemm, m, n, k, sets=4, iters=30):
     return wall_us(lambda: gemm(*next(rotation)), iters)
 
 
-def sweep_shape(op, x, ref, configs, regepi):
-    """Every configuration in `configs` (FP8GEMM_CONFIG) of `op`, and (`regepi`) the heuristic's pick with the
-    register epilogue."""
+def sweep_shape(op, x, ref, configs, extra):
+    """Every configuration in `configs` (FP8GEMM_CONFIG) of `op`, then the `extra` (env, name) cases."""
     m, n = x[0].shape[0], x[1].shape[0]
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-    cases = [({"FP8GEMM_CONFIG": cfg}, cfg) for cfg in configs]
-    if regepi:
-        cases.append(({"FP8GEMM_REGISTER_EPILOGUE": "1"}, "auto-regepi"))
+    mn = {"FP8GEMM_MN": "smem"} if x[0].stride(0) == 1 else {}
+    cases = [({"FP8GEMM_CONFIG": cfg, **mn}, cfg) for cfg in configs] + extra
     out = {}
     for env, name in cases:
         os.environ.update(env)
@@ -190,9 +192,12 @@ def run_shape(mod, ops, m, n, k, sweep):
                              kforge_rel_err=err, kforge_strict_bad=bad, kforge_tflops=tflops(m, n, k, us),
                              cublas_us=cub_us, cublas_correct=cub_ok,
                              cublas_tflops=tflops(m, n, k, cub_us)))  # fmt: skip
-        if sweep and layout == "k-major":
-            recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, SWEEP, True)
-            recs[-1]["sweep"] = sweep_shape(ops.gemm_strict, x, ref, STRICT_SWEEP, False)
+        if sweep == "all" and layout == "k-major":
+            regepi = [({"FP8GEMM_REGISTER_EPILOGUE": "1"}, "auto-regepi")]
+            recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, SWEEP, regepi)
+            recs[-1]["sweep"] = sweep_shape(ops.gemm_strict, x, ref, STRICT_SWEEP, [])
+        if sweep and layout == "mn-major":
+            recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, MN_SWEEP, [({"FP8GEMM_MN": "pass"}, "pass")])
     full = full_operator_us(mod.gemm, m, n, k)
     recs.append(dict(M=m, N=n, K=k, layout="mn-major", mode="full-operator", kforge_us=full,
                      kforge_correct=recs[2]["kforge_correct"], kforge_tflops=tflops(m, n, k, full),
@@ -294,7 +299,7 @@ def main():
     ap.add_argument("--nvcc", default="unknown", help="nvcc version the .so was built with")
     ap.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--shapes", choices=["challenge", "deepseek", "all"], default="all")
-    ap.add_argument("--sweep", action="store_true", help="also time every configuration per shape")
+    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn"], help="also time configurations")
     args = ap.parse_args()
 
     ops = load_ops(args.so)

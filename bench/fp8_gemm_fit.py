@@ -1,14 +1,16 @@
 """Fits the sm_90a cost model (kFp8Shapes / kBf16Shapes in kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to a
 --sweep run.
 
-    python bench/fp8_gemm_fit.py RESULTS.json [--mode fast|strict] [--shapes "nc,waves,bn,cluster,n;..."]
+    python bench/fp8_gemm_fit.py RESULTS.json [--mode fast|strict|mn] [--shapes "nc,waves,bn,cluster,n;..."]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
 per unit x the configuration's µs per block + 0.5 µs per unit, more when split), at least the DRAM time,
 plus the split partials' traffic; candidates within 3 % keep the earlier one. This script fits each
 configuration's µs per block and the two split-K constants so that the model's pick is as fast as possible on
 the swept shapes (coordinate search on the geomean of pick / swept best), and prints the constants and the
-per-shape picks.
+per-shape picks. --mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the
+MN-major sweep, against the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted
+rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
 """
 
 import argparse
@@ -39,10 +41,15 @@ def config_key(s, splits):
 # Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split / kBf16Split): the
 # first starting point of the fit.
 SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6)}
+# kFp8Shapes' µs per block (--mode mn prices the K-major kernels after the transpose pass with them) and
+# transpose_pass_us()'s constants (bytes per µs, fixed µs), the mn fit's starting point.
+FAST_SHAPES = "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;2,2,128,1,0;2,1,192,2,0;3,1,128,1,0"
+FAST_US = [1.15, 0.84, 0.35, 0.36, 0.99, 0.76, 0.79]
+TRANSPOSE = (5.0e6, 2.1)
 
 
 def choose(shapes, us, m, n, k, split, elem_bytes=1):
-    """gemm_cuda.cu's choose(): (shape index, splits) of the cheapest candidate; split as in SPLIT."""
+    """gemm_cuda.cu's choose(): (shape index, splits, cost) of the cheapest candidate; split as in SPLIT."""
     kb = cdiv(k, 128)
     mem = m * n * 2 / 3.0e6 + (m + n) * k * elem_bytes / 3.0e6
     best, best_cost = None, math.inf
@@ -63,14 +70,21 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
             if splits > 1:
                 cost += splits * m * n * 8 / split[1]
             if cost < best_cost * 0.97:
-                best_cost, best = cost, (i, splits)
+                best_cost, best = cost, (i, splits, cost)
     return best
 
 
 def pick_time(rec, shapes, us, split):
-    elem_bytes = 2 if rec["mode"] == "strict" else 1  # strict mode's kernels read bf16
-    i, splits = choose(shapes, us, rec["M"], rec["N"], rec["K"], split, elem_bytes)
-    sweep = rec["sweep"]
+    """The swept time of the model's pick; in mn mode `split` holds TRANSPOSE's two constants."""
+    m, n, k, sweep = rec["M"], rec["N"], rec["K"], rec["sweep"]
+    if rec["layout"] == "mn-major":
+        i, splits, cost = choose(shapes, us, m, n, k, SPLIT["fast"])
+        _, _, pass_cost = choose(parse_shapes(FAST_SHAPES), FAST_US, m, n, k, SPLIT["fast"])
+        if pass_cost + 2 * (m + n) * k / split[0] + split[1] <= cost:
+            return sweep["pass"]["us"], "pass"
+    else:
+        elem_bytes = 2 if rec["mode"] == "strict" else 1  # strict mode's kernels read bf16
+        i, splits, _ = choose(shapes, us, m, n, k, split, elem_bytes)
     # Splits the sweep did not time count as their nearest timed split count.
     for s in sorted({1, 2, 4}, key=lambda t: abs(t - splits)):
         key = config_key(shapes[i], s)
@@ -91,16 +105,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
-    ap.add_argument("--mode", choices=["fast", "strict"], default="fast")
+    ap.add_argument("--mode", choices=["fast", "strict", "mn"], default="fast")
     args = ap.parse_args()
     default = {
-        "fast": "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;2,2,128,1,0;2,1,192,2,0;3,1,128,1,0",
+        "fast": FAST_SHAPES,
         "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+        "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     }
     shapes = parse_shapes(args.shapes or default[args.mode])
-    recs = [r for r in json.load(open(args.json))["records"] if r.get("sweep") and r["mode"] == args.mode]
+    mode, layout = ("fast", "mn-major") if args.mode == "mn" else (args.mode, "k-major")
+    recs = [
+        r
+        for r in json.load(open(args.json))["records"]
+        if r.get("sweep") and r["mode"] == mode and r["layout"] == layout
+    ]
     for r in recs:
-        timed = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4]
+        timed = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4 or k == "pass"]
         r["best_key"], best = min(timed, key=lambda kv: kv[1]["us"])
         r["best_us"] = best["us"]
     # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
@@ -135,7 +155,7 @@ def main():
         rounded = [round(u, 2) for u in params[:-2]] + [round(params[-2], 1), float(f"{params[-1]:.2g}")]
         return score_of(rounded), rounded
 
-    starts = [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
+    starts = [TRANSPOSE, (2.5e6, 3.0)] if args.mode == "mn" else [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
     score, params = min(search(us + list(split)) for split in starts)
     us, split = params[:-2], params[-2:]
     # Robustness: the same picks' quality with every constant off by up to 5 % (10 % for the split ones).
@@ -149,7 +169,10 @@ def main():
           f"{perturbed[100]:.4f}, 90th percentile {perturbed[180]:.4f}")  # fmt: skip
     for s, u in zip(shapes, us, strict=True):
         print(f"  {{{s['nc']}, {s['waves']}, {s['bn']}, {s['cluster']}, {s['cluster_n']}, {u:.2f}}}")
-    print(f"  split-K: {split[0]:.2f} us per unit, partials at {split[1]:.3g} bytes/us")
+    if args.mode == "mn":
+        print(f"  transpose pass: {split[0]:.3g} bytes/us, {split[1]:.2f} us fixed")
+    else:
+        print(f"  split-K: {split[0]:.2f} us per unit, partials at {split[1]:.3g} bytes/us")
     for r in recs:
         t, key = pick_time(r, shapes, us, split)
         best = f"{r['best_key']} {r['best_us']:.1f} us"

@@ -35,6 +35,7 @@ int64_t round_up(int64_t x, int64_t y) { return cdiv(x, y) * y; }
 struct Choice {
   int nc, bn, splits, cluster, waves, cluster_n;
   bool tail;
+  double cost;  // the cost model's µs
 };
 
 // K splits (2-4) for the tiles of a partial last wave, `units` cluster tiles on `slots` resident clusters: the
@@ -76,6 +77,14 @@ struct SplitCost {
   double us_per_unit, partial_bytes_per_us;
 };
 constexpr SplitCost kFp8Split{5.6, 3.0e6}, kBf16Split{4.1, 3.0e6};
+// MN-major fp8 operands transposed in shared memory (Elem::kE4M3T): the tiles it compiles. Its converters
+// and the wgmma share the shared-memory bandwidth, so a block costs more than with K-major operands; it wins
+// where DRAM, not the SM, is the limit (M <= 128 here). Against it: the transpose pass and the K-major kernels'
+// pick. Both fitted with bench/fp8_gemm_fit.py --mode mn to the H200 MN-major sweep
+// (bench/results/logs/fp8-gemm-sweep-mn-*.json): the pick is the swept best on all 30 shapes (within 0.5 %
+// with every constant perturbed). The pass's constants are a decision boundary, not its measured speed.
+constexpr Shape kFp8MNShapes[] = {{2, 1, 128, 1, 0, 0.94}, {2, 1, 64, 1, 0, 0.62}, {1, 1, 128, 1, 0, 0.61}};
+double transpose_pass_us(int64_t M, int64_t N, int64_t K) { return 2.0 * double(M + N) * K / 5.0e6 + 2.1; }
 // Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 
@@ -100,10 +109,19 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
       double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? split.us_per_unit : 0.5)), mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / split.partial_bytes_per_us;
       if (cost < best_cost * 0.97)
-        best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n, false};
+        best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n, false, cost};
     }
   }
   return best;
+}
+
+// Whether `shapes` has the tile (and cluster) of `c`.
+template <size_t NS>
+bool has_tile(const Shape (&shapes)[NS], const Choice &c) {
+  for (const Shape &s : shapes)
+    if (s.nc == c.nc && s.waves == c.waves && s.bn == c.bn && s.cluster == c.cluster && s.cluster_n == c.cluster_n)
+      return true;
+  return false;
 }
 
 // FP8GEMM_CONFIG="nc,bn,splits[,cluster[,waves]]" forces a configuration (benchmark sweeps; not for production
@@ -194,10 +212,18 @@ bool aligned(const void *p, size_t n) { return reinterpret_cast<uintptr_t>(p) % 
 // Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
 // FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
 // FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes the
-// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200).
-bool env_flag(const char *name) {
+// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200), FP8GEMM_MN=smem or
+// pass forces how fast mode handles MN-major operands.
+std::string env_value(const char *name) {
   const char *env = std::getenv(name);
-  return env != nullptr && std::string(env) == "1";
+  return env == nullptr ? std::string() : std::string(env);
+}
+bool env_flag(const char *name) { return env_value(name) == "1"; }
+
+// An MN-major operand (R x K, R contiguous) whose K rows TMA can read: 16-byte row pitch and base.
+bool mn_major_tma(const at::Tensor &t) {
+  return t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
 // A K-major view of one operand in the element type the kernel reads; `keep` owns a prepared copy if any.
@@ -298,7 +324,8 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
                  fp8gemm::sm90::Params p, bool tail, const at::Tensor &like, int sms, cudaStream_t stream) {
   using Cfg = fp8gemm::sm90::Config<E, NC, BN, W>;
   auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN, W>;
-  // Converting kernels: a double-buffered f16 ring and as deep an e4m3 ring as fits; others: one deep ring.
+  // Converting kernels: a double-buffered wgmma ring and as deep an e4m3 ring as fits (a third wgmma stage
+  // measured no faster for the transposing ones); others: one deep ring.
   int stages = 1, raw = 0;
   if (Cfg::kConvert) {
     stages = 2, raw = 1;
@@ -384,18 +411,39 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // Strict mode widens to bf16 in global memory; FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory
   // instead (not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
   const bool f16 = strict && !fnuz && env_flag("FP8GEMM_STRICT_F16");
-  const Elem elem = !strict ? Elem::kE4M3 : f16 ? Elem::kF16 : Elem::kBF16;
+  // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
+  // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;
+  // FP8GEMM_MN=smem or pass forces one (benchmarks, tests).
+  const std::string mn = env_value("FP8GEMM_MN");
+  TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass", "gemm: FP8GEMM_MN must be \"smem\" or \"pass\", got \"",
+              mn, "\"");
+  Choice ch{};
+  bool in_smem = false;
+  if (!strict) {
+    ch = choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1);
+    if (!fnuz && mn != "pass" && mn_major_tma(a) && mn_major_tma(b)) {
+      const Choice t = choose(kFp8MNShapes, kFp8Split, M, N, K, sms, 1);
+      in_smem = mn == "smem" || t.cost < ch.cost + transpose_pass_us(M, N, K);
+      if (in_smem) ch = t;
+    }
+  } else {
+    ch = f16 ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1) : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
+  }
+  if (config_override(ch) && in_smem && !has_tile(kFp8MNShapes, ch)) {
+    TORCH_CHECK(mn != "smem", "gemm: FP8GEMM_MN=smem has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
+                ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
+    in_smem = false;  // a forced tile the shared-memory transpose does not compile: transpose pass
+  }
+  const Elem elem = in_smem ? Elem::kE4M3T : !strict ? Elem::kE4M3 : f16 ? Elem::kF16 : Elem::kBF16;
   const Mode mode = elem == Elem::kF16    ? Mode::kCopy
                     : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
-  const auto [A, B] = prepare(a, b, mode, stream);
+  // In shared memory: the kernel reads the operands as they lie (MN-major rows of M or N).
+  const auto [A, B] = in_smem ? std::pair<Operand, Operand>{{at::Tensor(), a.data_ptr(), a.stride(1)},
+                                                            {at::Tensor(), b.data_ptr(), b.stride(1)}}
+                              : prepare(a, b, mode, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
-
-  Choice ch = elem == Elem::kE4M3 ? choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1)
-              : elem == Elem::kF16 ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1)
-                                   : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
-  config_override(ch);
   TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
   const int BM = 64 * ch.nc * ch.waves;
   const auto dtype = elem == Elem::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -403,8 +451,17 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const uint32_t box_k = 128 / eb;  // one 128-byte swizzle row
   // Each CTA of a cluster loads (and multicasts) its half of the shared operand tile.
   const uint32_t a_rows = ch.cluster_n ? BM / ch.cluster : BM, b_rows = ch.cluster_n ? ch.bn : ch.bn / ch.cluster;
-  const CUtensorMap ma = make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, a_rows, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap mb = make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, b_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+  // MN-major operands: boxes of 128 (or 64) M or N columns by 128 K rows, swizzled over their full width, which
+  // the converters read.
+  auto mn_map = [&](const Operand &o, int64_t rows, int tile) {
+    const int piece = std::min(tile, 128);
+    return make_map(o.ptr, dtype, 1, rows, K, o.ld, piece, 128,
+                    piece == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+  };
+  const CUtensorMap ma = in_smem ? mn_map(A, M, BM)
+                                 : make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, a_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap mb = in_smem ? mn_map(B, N, ch.bn)
+                                 : make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, b_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
                                   CU_TENSOR_MAP_SWIZZLE_NONE);
 
@@ -418,7 +475,6 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.b_scale = b_scale.data_ptr<float>();
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
-  p.a_scale = static_cast<const float *>(AS.ptr), p.as_ld = AS.ld;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
   // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it).
   // Tiles whose BN is not a multiple of 64 (the staging box width) store from registers.
@@ -433,7 +489,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, ch.tail, a, sms, stream); \
     return;                                                              \
   }
-  if (elem == Elem::kF16) {
+  if (elem == Elem::kE4M3T) {
+    FP8GEMM_CASE(Elem::kE4M3T, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kE4M3T, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kE4M3T, 1, 128, 1)
+  } else if (elem == Elem::kF16) {
     FP8GEMM_CASE(Elem::kF16, 2, 128, 1)
     FP8GEMM_CASE(Elem::kF16, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16, 1, 128, 1)

@@ -30,10 +30,12 @@
 
 namespace fp8gemm::sm90 {
 
-// kE4M3: fast mode. kBF16: strict mode on operands widened to bf16 in global memory (fnuz inputs). kF16:
-// strict mode on e4m3 operands that converter warps widen to f16 in shared memory (exact: every e4m3 value is an
-// f16 value), so L2 carries fp8 bytes; products and fp32 accumulation as in the bf16 path.
-enum class Elem { kE4M3, kBF16, kF16 };
+// kE4M3: fast mode. kE4M3T: fast mode on MN-major operands (the challenge layout), loaded as they lie and
+// transposed to K-major in shared memory by converter warps: no transpose pass over global memory, no extra
+// launch. kBF16: strict mode on operands widened to bf16 in global memory (fnuz inputs). kF16: strict mode on
+// e4m3 operands that converter warps widen to f16 in shared memory (exact: every e4m3 value is an f16 value),
+// so L2 carries fp8 bytes; products and fp32 accumulation as in the bf16 path.
+enum class Elem { kE4M3, kE4M3T, kBF16, kF16 };
 
 template <Elem E, int N>
 struct Wgmma {
@@ -59,8 +61,6 @@ struct Params {
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
   int stages;             // stages of the ring the wgmma read
   int raw_stages;         // kF16: stages of the e4m3 ring the converters read
-  const float *a_scale;   // kF16: [KB][as_ld] MN-major, read by the consumers directly
-  int64_t as_ld;
   const float *b_scale;   // [ceil(N/128), KB], any strides
   int64_t bs_s0, bs_s1;
   float scale_mul;        // 0.25 for fnuz bits read as fn (each operand is half the fn value)
@@ -84,6 +84,8 @@ struct ElemInfo<Elem::kBF16> {
 };
 template <>
 struct ElemInfo<Elem::kF16> : ElemInfo<Elem::kBF16> {};
+template <>
+struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
 
 template <Elem E, int NC, int BN, int W>
 struct Config {
@@ -92,22 +94,36 @@ struct Config {
   static constexpr int kABytes = BM * kRowBytes * kSub;
   static constexpr int kBBytes = BN * kRowBytes * kSub;
   static constexpr int kScaleBytes = BM * 4;
-  static constexpr bool kConvert = E == Elem::kF16;
-  static constexpr int kRawBytes = kConvert ? (BM + BN) * kRowBytes : 0;  // one e4m3 stage: A rows, B rows
+  static constexpr bool kTranspose = E == Elem::kE4M3T;
+  static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
+  static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : E;       // the wgmma input type
+  // One e4m3 stage as TMA delivers it: A then B, K-major rows (kF16) or, transposing, MN-major column pieces
+  // of kPiece{A,B} bytes x 128 K rows; then A's scales, which the converters copy into the wgmma stage.
+  // Rounded to 1 KB: the swizzled boxes (and the staging after the ring) need the alignment.
+  static constexpr int kRawBytes = kConvert ? ((BM + BN) * kRowBytes + kScaleBytes + 1023) / 1024 * 1024 : 0;
+  static constexpr int kPieceA = BM >= 128 ? 128 : BM, kPieceB = BN >= 128 ? 128 : BN;
+  static_assert(!kTranspose || ((kPieceA == 64 || kPieceA == 128) && (kPieceB == 64 || kPieceB == 128) &&
+                                BM % kPieceA == 0 && BN % kPieceB == 0),
+                "transposing tiles are made of 64- or 128-byte wide pieces");
   // Bytes the producer's TMA delivers per stage (to the e4m3 ring when converting).
-  static constexpr int kStageBytes = kConvert ? kRawBytes : kABytes + kBBytes + kScaleBytes;
+  static constexpr int kStageBytes = kConvert ? (BM + BN) * kRowBytes + kScaleBytes : kABytes + kBBytes + kScaleBytes;
   static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
   // setmaxnreg: the producer warpgroup gives registers up, the consumers take the rest of the 64K file (three
   // consumers leave 160 each, and the producer then only 32; one consumer may take 248, near the 255 cap).
-  static constexpr int kProducerRegs = NC >= 3 ? 32 : 40;
-  static constexpr int kConsumerRegs = NC >= 3 ? 160 : NC == 2 ? 232 : 248;
-  static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536, "register file overcommitted");
+  // Transposing converters need more (8 ldmatrix fragments in flight): 64 or, with one consumer, 96 (the
+  // two-consumer tiles use ~170 of their 208).
+  static constexpr int kProducerRegs = kTranspose ? (NC == 1 ? 96 : 64) : NC >= 3 ? 32 : 40;
+  static constexpr int kConsumerRegs = NC >= 3 ? 160 : NC == 2 ? (kTranspose ? 208 : 232) : 248;
+  // setmaxnreg.inc waits for registers the CTA holds: those allocated at launch (65536 / kThreads per thread,
+  // in steps of 8), not the whole file; past them the consumers would wait forever.
+  static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536 / kThreads / 8 * 8 * kThreads,
+                "register file overcommitted");
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
   // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled.
-  // None when converting (the e4m3 ring needs the room) or when BN is not a multiple of 64 (those tiles store
-  // from registers).
-  static constexpr int kEpiBytes = kConvert || BN % 64 != 0 ? 0 : W * 64 * BN * 2;
+  // None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 64 (those tiles
+  // store from registers).
+  static constexpr int kEpiBytes = E == Elem::kF16 || BN % 64 != 0 ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
@@ -221,6 +237,25 @@ __device__ __forceinline__ float lds_f32(uint32_t addr) {
   return v;
 }
 
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c),
+               "r"(d)
+               : "memory");
+}
+
+__device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
@@ -255,6 +290,87 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
 }
 
 __device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
+
+// kF16 converters (`ct`: 0 .. 32 * kWarps - 1): e4m3 stage -> f16 stage. One job = one 16-byte chunk (16 K)
+// of one row, read through the 128-byte swizzle and written as two f16 chunks of the same row in the two-atom
+// f16 layout.
+template <int BM, int BN, int kABytes, int kWarps>
+__device__ __forceinline__ void widen_stage(uint32_t src, uint32_t dst, int ct) {
+  constexpr int kJobs = (BM + BN) * 8, kStride = 32 * kWarps, kBatch = 2;
+  for (int first = ct; first < kJobs; first += kBatch * kStride) {
+    uint4 v[kBatch];  // all loads of a batch in flight before the first conversion
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int job = first + i * kStride, row = job / 8, chunk = job % 8;
+      if (job < kJobs) v[i] = lds128(src + row * kRowBytes + ((chunk ^ (row & 7)) * 16));
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int job = first + i * kStride, row = job / 8, chunk = job % 8;
+      if (job >= kJobs) break;
+      const int swz = row & 7;  // BM is a multiple of 8: A and B rows share the phase
+      const bool is_a = row < BM;
+      const uint32_t d = dst + (is_a ? 0 : kABytes) + (chunk / 4) * (is_a ? BM : BN) * kRowBytes +
+                         (is_a ? row : row - BM) * kRowBytes;
+      const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+      uint32_t o[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+            static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3);
+        o[q] = uint32_t(h.x) | uint32_t(h.y) << 16;
+      }
+      const int c2 = 2 * (chunk % 4);
+      sts128(d + ((c2 ^ swz) * 16), o[0], o[1], o[2], o[3]);
+      sts128(d + (((c2 + 1) ^ swz) * 16), o[4], o[5], o[6], o[7]);
+    }
+  }
+}
+
+// kE4M3T converters: one operand's MN-major pieces (kPiece = 128 or 64 bytes of M or N by 128 K rows, as TMA
+// delivers them with the 128- or 64-byte swizzle) -> its K-major tile of kRows rows (128-byte swizzle). A warp
+// unit moves 32 M x 16 K bytes: ldmatrix.x4.trans reads four 8x8 b16 matrices (K rows 0-7 and 8-15 of two
+// 16-byte M chunks), so a lane holds byte pairs of M rows 2p, 2p + 1 at K 2c, 2c + 1 (and + 8); four byte_perm
+// make words of 4 K bytes of one M row, and stmatrix.x4 writes them as 16-byte K chunks. The K bytes of a
+// chunk land permuted (position 4c + {0, 1, 2, 3} holds K 2c + {0, 1, 8, 9}) - the same for A and B, so the
+// products over the 128-K block are unchanged. Rows are assigned so that both the matrix reads and the
+// writes hit 8 distinct 16-byte bank groups. The warp takes the 32-row groups first, first + stride, ...
+template <int kRows, int kPiece>
+__device__ __forceinline__ void transpose_operand(uint32_t src, uint32_t dst, int first, int stride, int lane) {
+  constexpr int kGroups = kRows / 32;  // a group: 32 M rows x 128 K (8 units of 16 K)
+  const int q = lane >> 3, i = lane & 7, p = lane >> 2;
+  // M rows 2p and 2p + 1 go to the first or second matrix of a chunk by p, so each matrix's 8 rows cover
+  // distinct row % 8 (distinct swizzled chunks).
+  const uint32_t sel_first = p < 4 ? 0x6420 : 0x7531, sel_second = p < 4 ? 0x7531 : 0x6420;
+  const int k_row = 8 * (q & 1) + i;                               // this lane's ldmatrix row, of 16 K
+  const int m_row = 16 * (q >> 1) + 2 * i + ((i >= 4) ^ (q & 1));  // this lane's stmatrix row, of 32 M
+  const int swz = kPiece == 128 ? i : (i >> 1) & 3;                // the box swizzle of K row 16 kc + k_row
+  for (int g = first; g < kGroups; g += stride) {
+    const uint32_t piece = uint32_t(g) / (kPiece / 32), pair = uint32_t(g) % (kPiece / 32);
+    const uint32_t from = src + (piece * kQuant + k_row) * kPiece + (((2 * pair + (q >> 1)) ^ swz) << 4);
+    const int m = 32 * g + m_row;
+    const uint32_t to = dst + m * kRowBytes + ((m & 7) << 4);  // K chunk kc at to ^ (kc << 4)
+    // All 8 reads in flight before the first write: under the wgmma's shared-memory traffic a read takes
+    // ~200 cycles (ncu), and these warps have nothing else to hide it behind.
+    uint32_t r[8][4];
+#pragma unroll
+    for (int kc = 0; kc < 8; ++kc) ldsm_x4_trans(from + kc * 16 * kPiece, r[kc]);
+#pragma unroll
+    for (int kc = 0; kc < 8; ++kc)
+      stsm_x4(to ^ (kc << 4), __byte_perm(r[kc][0], r[kc][1], sel_first), __byte_perm(r[kc][0], r[kc][1], sel_second),
+              __byte_perm(r[kc][2], r[kc][3], sel_first), __byte_perm(r[kc][2], r[kc][3], sel_second));
+  }
+}
+
+// Converter warp `cw` of kWarps: its share of a stage's A and B iterations (one sequence over both, dealt
+// round-robin).
+template <int BM, int BN, int kPieceA, int kPieceB, int kWarps>
+__device__ __forceinline__ void transpose_stage(uint32_t src, uint32_t dst, int cw, int lane) {
+  constexpr int kGroupsA = BM / 32;
+  transpose_operand<BM, kPieceA>(src, dst, cw, kWarps, lane);
+  transpose_operand<BN, kPieceB>(src + BM * kQuant, dst + BM * kRowBytes,
+                                 ((cw - kGroupsA) % kWarps + kWarps) % kWarps, kWarps, lane);
+}
 
 // Slot and phase parity of the next use of a ring of `n` stages, advanced incrementally (no division by the
 // runtime stage count on the per-block path).
@@ -367,8 +483,20 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             const int r = pos.slot;
             mbar_wait(&raw_empty[r], pos.phase ^ 1);
             mbar_expect_tx(&raw_full[r], C::kStageBytes);
-            tma_load_2d(raw + r * C::kRawBytes, &map_a, &raw_full[r], kb * kQuant, mb * BM);
-            tma_load_2d(raw + r * C::kRawBytes + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
+            uint8_t *dst = raw + r * C::kRawBytes;
+            if constexpr (C::kTranspose) {  // MN-major boxes: (M or N, K) coordinates
+#pragma unroll
+              for (int i = 0; i < BM / C::kPieceA; ++i)
+                tma_load_2d(dst + i * C::kPieceA * kQuant, &map_a, &raw_full[r], mb * BM + i * C::kPieceA, kb * kQuant);
+#pragma unroll
+              for (int i = 0; i < BN / C::kPieceB; ++i)
+                tma_load_2d(dst + (BM + i * C::kPieceB) * kQuant, &map_b, &raw_full[r], nb * BN + i * C::kPieceB,
+                            kb * kQuant);
+            } else {
+              tma_load_2d(dst, &map_a, &raw_full[r], kb * kQuant, mb * BM);
+              tma_load_2d(dst + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
+            }
+            tma_load_2d(dst + (BM + BN) * kRowBytes, &map_as, &raw_full[r], mb * BM, kb);
             pos.advance(R);
             continue;
           }
@@ -398,9 +526,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         }
       }
     } else if (C::kConvert && tid >= 32) {
-      // Converters: e4m3 stage -> f16 stage. One job = one 16-byte chunk (16 K) of one row, read through the
-      // 128-byte swizzle and written as two f16 chunks of the same row in the two-atom f16 layout.
-      const int ct = tid - 32, lane = tid % 32;
+      // Converters: each stage of the e4m3 ring becomes a stage of the wgmma ring (widened or transposed).
+      const int cw = tid / 32 - 1, lane = tid % 32;
       RingPos raw_pos, pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
         const auto [mb, nb, split, tile, splits, slot, kb0, kb1] = unit_at(p, unit, rank);
@@ -410,34 +537,26 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           mbar_wait(&empty[s], pos.phase ^ 1);
           const uint32_t src = smem_u32(raw + r * C::kRawBytes);
           const uint32_t dst = smem_u32(tiles + s * (C::kABytes + C::kBBytes));
-          constexpr int kJobs = (BM + BN) * 8, kStride = 32 * C::kConverterWarps, kBatch = 2;
-          for (int first = ct; first < kJobs; first += kBatch * kStride) {
-            uint4 v[kBatch];  // all loads of a batch in flight before the first conversion
+          // A's scales move along; transposing converters read them first, so that their latency hides behind
+          // the transpose (the widening ones have no registers to spare).
+          constexpr int kScaleLoads = (BM + 32 * C::kConverterWarps - 1) / (32 * C::kConverterWarps);
+          uint32_t sa[kScaleLoads];
+          auto scales = [&](bool load, bool store) __attribute__((always_inline)) {
 #pragma unroll
-            for (int i = 0; i < kBatch; ++i) {
-              const int job = first + i * kStride, row = job / 8, chunk = job % 8;
-              if (job < kJobs) v[i] = lds128(src + row * kRowBytes + ((chunk ^ (row & 7)) * 16));
+            for (int j = 0; j < kScaleLoads; ++j) {
+              const int i = tid - 32 + j * 32 * C::kConverterWarps;
+              if (i >= BM) break;
+              if (load) sa[j] = lds_u32(src + (BM + BN) * kRowBytes + i * 4);
+              if (store) sts32(scales_u32 + (s * BM + i) * 4, sa[j]);
             }
-#pragma unroll
-            for (int i = 0; i < kBatch; ++i) {
-              const int job = first + i * kStride, row = job / 8, chunk = job % 8;
-              if (job >= kJobs) break;
-              const int swz = row & 7;  // BM is a multiple of 8: A and B rows share the phase
-              const bool is_a = row < BM;
-              const uint32_t d = dst + (is_a ? 0 : C::kABytes) + (chunk / 4) * (is_a ? BM : BN) * kRowBytes +
-                                 (is_a ? row : row - BM) * kRowBytes;
-              const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-              uint32_t o[8];
-#pragma unroll
-              for (int q = 0; q < 8; ++q) {
-                const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-                    static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3);
-                o[q] = uint32_t(h.x) | uint32_t(h.y) << 16;
-              }
-              const int c2 = 2 * (chunk % 4);
-              sts128(d + ((c2 ^ swz) * 16), o[0], o[1], o[2], o[3]);
-              sts128(d + (((c2 + 1) ^ swz) * 16), o[4], o[5], o[6], o[7]);
-            }
+          };
+          if constexpr (C::kTranspose) {
+            scales(true, false);
+            transpose_stage<BM, BN, C::kPieceA, C::kPieceB, C::kConverterWarps>(src, dst, cw, lane);
+            scales(false, true);
+          } else {
+            widen_stage<BM, BN, C::kABytes, C::kConverterWarps>(src, dst, tid - 32);
+            scales(true, true);
           }
           // The wgmma read this stage through the async proxy.
           asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -507,25 +626,16 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             sb_next_lo = __ldg(sb_lo_ptr);
             if constexpr (kHiFrom < BN) sb_next_hi = __ldg(sb_hi_ptr);
           }
-          float sa[W][2] = {};
-          if constexpr (C::kConvert) {  // from global memory: the e4m3 ring has no room for A's scales
-#pragma unroll
-            for (int w = 0; w < W; ++w)
-#pragma unroll
-              for (int h = 0; h < 2; ++h)
-                if (m_row + 64 * w + 8 * h < p.M) sa[w][h] = __ldg(p.a_scale + kb * p.as_ld + m_row + 64 * w + 8 * h);
-          }
           mbar_wait(&full[s], phase);
           // A's scales are read right after the full barrier, long before the stage is released: read after the
           // wgmma wait, they were seen overwritten by the stage's next TMA on large grids
           // (bench/results/fp8-gemm-h200.md).
-          if constexpr (!C::kConvert) {
-            const uint32_t sa_base = scales_u32 + (s * BM + first_row + row_in_wave) * 4;
+          float sa[W][2];
+          const uint32_t sa_base = scales_u32 + (s * BM + first_row + row_in_wave) * 4;
 #pragma unroll
-            for (int w = 0; w < W; ++w)
+          for (int w = 0; w < W; ++w)
 #pragma unroll
-              for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + 8 * h) * 4);
-          }
+            for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + 8 * h) * 4);
           Factors f;
 #pragma unroll
           for (int w = 0; w < W; ++w)
@@ -542,7 +652,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
           for (int step = 0; step < kSteps; ++step) {
             const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
-            Wgmma<E, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
+            Wgmma<C::kMma, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
                               desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
           }
           asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");

@@ -87,6 +87,48 @@ def test_many_units_per_cta_strict_f16(fp8_gemm_cuda, env, config):
     check(fp8_gemm_cuda, 1024, 576, 7168, False, "strict", seed=12)
 
 
+# MN-major operands transposed in shared memory (FP8GEMM_MN=smem; the cost model's other choice is the
+# transpose pass): every tile it compiles, split-K and the tail split, tails in M, N (multiples of 16: TMA row
+# pitches) and K.
+MN_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,64,t"]
+
+
+@pytest.mark.parametrize("config", MN_CONFIGS)
+@pytest.mark.parametrize("m,n,k", [(64, 64, 128), (96, 576, 256), (272, 1008, 2320), (1024, 576, 7168)])
+def test_mn_major_in_shared_memory(fp8_gemm_cuda, env, config, m, n, k):
+    env.setenv("FP8GEMM_MN", "smem")
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, m, n, k, True, "fast", seed=m + k)
+
+
+@pytest.mark.parametrize("config", MN_CONFIGS)
+def test_mn_major_in_shared_memory_matches_the_pass(fp8_gemm_cuda, env, config):
+    # Same tile either way; the shared-memory transpose permutes K within each 16-byte chunk (of both
+    # operands), so the tensor cores may round differently: close, not bit-equal. Many units per CTA.
+    env.setenv("FP8GEMM_CONFIG", config)
+    a, b, a_s, b_s = make_inputs(2048, 4096, 2048, mn_major=True, seed=13, device="cuda")
+    outs = {}
+    for how in ("smem", "pass"):
+        env.setenv("FP8GEMM_MN", how)
+        outs[how] = fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    assert rel_err(outs["smem"], outs["pass"].double()) < 1e-3
+    assert rel_err(outs["smem"], reference(a, b, a_s, b_s)) < 2e-3
+
+
+def test_mn_switch_is_checked(fp8_gemm_cuda, env):
+    a, b, a_s, b_s = make_inputs(256, 512, 512, mn_major=True, device="cuda")
+    env.setenv("FP8GEMM_MN", "fused")
+    with pytest.raises(RuntimeError, match='FP8GEMM_MN must be "smem" or "pass", got "fused"'):
+        fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    env.setenv("FP8GEMM_MN", "smem")
+    env.setenv("FP8GEMM_CONFIG", "2,128,1,n2")
+    expected = "FP8GEMM_MN=smem has no kernel for nc=2, bn=128, waves=1, cluster=2"
+    with pytest.raises(RuntimeError, match=expected):
+        fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    env.setenv("FP8GEMM_MN", "")  # unforced, a cluster tile takes the transpose pass
+    check(fp8_gemm_cuda, 256, 512, 512, True, "fast")
+
+
 @pytest.mark.parametrize("precision", ["fast", "strict"])
 def test_fnuz_inputs(fp8_gemm_cuda, precision):
     check(fp8_gemm_cuda, 256, 576, 1024, True, precision, dtype=torch.float8_e4m3fnuz)
