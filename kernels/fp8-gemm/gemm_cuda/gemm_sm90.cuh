@@ -350,8 +350,9 @@ __device__ __forceinline__ void transpose_operand(uint32_t src, uint32_t dst, in
     const uint32_t from = src + (piece * kQuant + k_row) * kPiece + (((2 * pair + (q >> 1)) ^ swz) << 4);
     const int m = 32 * g + m_row;
     const uint32_t to = dst + m * kRowBytes + ((m & 7) << 4);  // K chunk kc at to ^ (kc << 4)
-    // All 8 reads in flight before the first write: under the wgmma's shared-memory traffic a read takes
-    // ~200 cycles (ncu), and these warps have nothing else to hide it behind.
+    // All 8 reads in flight before the first write: the reads queue behind the wgmma's shared-memory traffic
+    // (short-scoreboard stalls led the converters' samples in ncu with batches of 4), and these warps have
+    // nothing else to hide them behind.
     uint32_t r[8][4];
 #pragma unroll
     for (int kc = 0; kc < 8; ++kc) ldsm_x4_trans(from + kc * 16 * kPiece, r[kc]);
