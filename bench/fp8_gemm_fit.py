@@ -47,6 +47,12 @@ SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6)}
 FAST_SHAPES = "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;2,2,128,1,0;2,1,192,2,0;3,1,128,1,0"
 FAST_US = [1.15, 0.84, 0.35, 0.36, 0.99, 0.76, 0.79]
 TRANSPOSE = (5.0e6, 2.1)
+# Each mode's candidates, in gemm_cuda.cu's order (kFp8Shapes, kBf16Shapes, kFp8MNShapes).
+DEFAULT_SHAPES = {
+    "fast": FAST_SHAPES,
+    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+    "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+}
 
 
 def choose(shapes, us, m, n, k, split, elem_bytes=1):
@@ -75,13 +81,19 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
     return best
 
 
+def takes_pass(shapes, us, transpose, m, n, k, host_us=0.0):
+    """gemm_cuda.cu's MN-major choice: (pass or not, the shared-memory pick: shape index, splits, cost)."""
+    pick = choose(shapes, us, m, n, k, SPLIT["fast"])
+    _, _, pass_cost = choose(parse_shapes(FAST_SHAPES), FAST_US, m, n, k, SPLIT["fast"])
+    return pass_cost + 2 * (m + n) * k / transpose[0] + transpose[1] + host_us <= pick[2], pick
+
+
 def pick_time(rec, shapes, us, split):
     """The swept time of the model's pick; in mn mode `split` holds TRANSPOSE's two constants."""
     m, n, k, sweep = rec["M"], rec["N"], rec["K"], rec["sweep"]
     if rec["layout"] == "mn-major":
-        i, splits, cost = choose(shapes, us, m, n, k, SPLIT["fast"])
-        _, _, pass_cost = choose(parse_shapes(FAST_SHAPES), FAST_US, m, n, k, SPLIT["fast"])
-        if pass_cost + 2 * (m + n) * k / split[0] + split[1] <= cost:
+        use_pass, (i, splits, _) = takes_pass(shapes, us, split, m, n, k)
+        if use_pass:
             return sweep["pass"]["us"], "pass"
     else:
         elem_bytes = 2 if rec["mode"] == "strict" else 1  # strict mode's kernels read bf16
@@ -102,28 +114,27 @@ def quality(recs, shapes, us, split):
     return math.exp(sum(logs) / len(logs)), max(logs)
 
 
+def load_records(path, mode):
+    """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major), each with its swept best."""
+    mode, layout = ("fast", "mn-major") if mode == "mn" else (mode, "k-major")
+    with open(path) as f:
+        recs = json.load(f)["records"]
+    recs = [r for r in recs if r.get("sweep") and r["mode"] == mode and r["layout"] == layout]
+    for r in recs:
+        timed = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4 or k == "pass"]
+        r["best_key"], best = min(timed, key=lambda kv: kv[1]["us"])
+        r["best_us"] = best["us"]
+    return recs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
     ap.add_argument("--mode", choices=["fast", "strict", "mn"], default="fast")
     args = ap.parse_args()
-    default = {
-        "fast": FAST_SHAPES,
-        "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
-        "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
-    }
-    shapes = parse_shapes(args.shapes or default[args.mode])
-    mode, layout = ("fast", "mn-major") if args.mode == "mn" else (args.mode, "k-major")
-    recs = [
-        r
-        for r in json.load(open(args.json))["records"]
-        if r.get("sweep") and r["mode"] == mode and r["layout"] == layout
-    ]
-    for r in recs:
-        timed = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4 or k == "pass"]
-        r["best_key"], best = min(timed, key=lambda kv: kv[1]["us"])
-        r["best_us"] = best["us"]
+    shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
+    recs = load_records(args.json, args.mode)
     # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
     us = []
     for s in shapes:
