@@ -228,8 +228,7 @@ bool env_flag(const char *name) { return env_value(name) == "1"; }
 
 // An MN-major operand (R x K, R contiguous) whose K rows TMA can read: 16-byte row pitch and base.
 bool mn_major_tma(const at::Tensor &t) {
-  return t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  return t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) % 16 == 0 && aligned(t.data_ptr(), 16);
 }
 
 // A K-major view of one operand in the element type the kernel reads; `keep` owns a prepared copy if any.

@@ -60,7 +60,7 @@ struct Params {
   int tail_splits;
   int group_m;            // rasterisation: tiles of this many M-blocks sweep N together
   int stages;             // stages of the ring the wgmma read
-  int raw_stages;         // kF16: stages of the e4m3 ring the converters read
+  int raw_stages;         // converting kernels: stages of the e4m3 ring the converters read
   const float *b_scale;   // [ceil(N/128), KB], any strides
   int64_t bs_s0, bs_s1;
   float scale_mul;        // 0.25 for fnuz bits read as fn (each operand is half the fn value)
@@ -98,15 +98,18 @@ struct Config {
   static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
   static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : E;       // the wgmma input type
   // One e4m3 stage as TMA delivers it: A then B, K-major rows (kF16) or, transposing, MN-major column pieces
-  // of kPiece{A,B} bytes x 128 K rows; then A's scales, which the converters copy into the wgmma stage.
-  // Rounded to 1 KB: the swizzled boxes (and the staging after the ring) need the alignment.
-  static constexpr int kRawBytes = kConvert ? ((BM + BN) * kRowBytes + kScaleBytes + 1023) / 1024 * 1024 : 0;
+  // of kPiece{A,B} bytes x 128 K rows; then, at kRawScales, A's scales, which the converters copy into the
+  // wgmma stage.
+  static constexpr int kRawScales = (BM + BN) * kRowBytes;
   static constexpr int kPieceA = BM >= 128 ? 128 : BM, kPieceB = BN >= 128 ? 128 : BN;
   static_assert(!kTranspose || ((kPieceA == 64 || kPieceA == 128) && (kPieceB == 64 || kPieceB == 128) &&
                                 BM % kPieceA == 0 && BN % kPieceB == 0),
                 "transposing tiles are made of 64- or 128-byte wide pieces");
   // Bytes the producer's TMA delivers per stage (to the e4m3 ring when converting).
-  static constexpr int kStageBytes = kConvert ? (BM + BN) * kRowBytes + kScaleBytes : kABytes + kBBytes + kScaleBytes;
+  static constexpr int kStageBytes = kConvert ? kRawScales + kScaleBytes : kABytes + kBBytes + kScaleBytes;
+  // An e4m3 stage's room, rounded to 1 KB: the swizzled boxes (and the staging after the ring) need the
+  // alignment.
+  static constexpr int kRawBytes = kConvert ? (kStageBytes + 1023) / 1024 * 1024 : 0;
   static constexpr int kConverterWarps = 3;  // warps 1-3 of the producer warpgroup
   static constexpr int kThreads = 128 * (NC + 1);
   // setmaxnreg: the producer warpgroup gives registers up, the consumers take the rest of the 64K file (three
@@ -363,7 +366,7 @@ __device__ __forceinline__ void transpose_operand(uint32_t src, uint32_t dst, in
   }
 }
 
-// Converter warp `cw` of kWarps: its share of a stage's A and B iterations (one sequence over both, dealt
+// Converter warp `cw` of kWarps: its share of a stage's A and B 32-row groups (one sequence over both, dealt
 // round-robin).
 template <int BM, int BN, int kPieceA, int kPieceB, int kWarps>
 __device__ __forceinline__ void transpose_stage(uint32_t src, uint32_t dst, int cw, int lane) {
@@ -497,7 +500,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               tma_load_2d(dst, &map_a, &raw_full[r], kb * kQuant, mb * BM);
               tma_load_2d(dst + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
             }
-            tma_load_2d(dst + (BM + BN) * kRowBytes, &map_as, &raw_full[r], mb * BM, kb);
+            tma_load_2d(dst + C::kRawScales, &map_as, &raw_full[r], mb * BM, kb);
             pos.advance(R);
             continue;
           }
@@ -547,7 +550,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int j = 0; j < kScaleLoads; ++j) {
               const int i = tid - 32 + j * 32 * C::kConverterWarps;
               if (i >= BM) break;
-              if (load) sa[j] = lds_u32(src + (BM + BN) * kRowBytes + i * 4);
+              if (load) sa[j] = lds_u32(src + C::kRawScales + i * 4);
               if (store) sts32(scales_u32 + (s * BM + i) * 4, sa[j]);
             }
           };
