@@ -14,6 +14,7 @@ rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, 
 """
 
 import argparse
+import functools
 import json
 import math
 import random
@@ -81,11 +82,16 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
     return best
 
 
+@functools.cache
+def kmajor_cost(m, n, k):
+    """The K-major kernels' pick's cost (fixed constants: the same for every trial of the mn fit)."""
+    return choose(parse_shapes(FAST_SHAPES), FAST_US, m, n, k, SPLIT["fast"])[2]
+
+
 def takes_pass(shapes, us, transpose, m, n, k, host_us=0.0):
     """gemm_cuda.cu's MN-major choice: (pass or not, the shared-memory pick: shape index, splits, cost)."""
     pick = choose(shapes, us, m, n, k, SPLIT["fast"])
-    _, _, pass_cost = choose(parse_shapes(FAST_SHAPES), FAST_US, m, n, k, SPLIT["fast"])
-    return pass_cost + 2 * (m + n) * k / transpose[0] + transpose[1] + host_us <= pick[2], pick
+    return kmajor_cost(m, n, k) + 2 * (m + n) * k / transpose[0] + transpose[1] + host_us <= pick[2], pick
 
 
 def pick_time(rec, shapes, us, split):
