@@ -1,6 +1,6 @@
 """Benchmarks kernels/fp8-gemm on a CUDA GPU against torch._scaled_mm blockwise (cuBLASLt), in the same run.
 
-    python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR] [--sweep [mn]]
+    python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR] [--sweep [mn|fast]]
 
 Per shape (18 challenge + 12 DeepSeek-V3): fresh randn inputs, a float64 reference, the output poisoned with
 NaN before each checked call; then
@@ -12,7 +12,8 @@ cuBLAS runs on K-major copies with the scale layouts it needs; its correctness i
 wrong when K/128 is not a multiple of 4). --sweep also times every compiled tile shape x K split per shape
 (FP8GEMM_CONFIG), fast and strict, and the MN-major layout's shared-memory transpose tiles against its
 transpose pass, for tuning the heuristic (bench/fp8_gemm_fit.py); --sweep mn only the last. Writes
-fp8-gemm-h200.json and fp8-gemm-h200.md.
+fp8-gemm-h200.json and fp8-gemm-h200.md. --sweep fast times only the cost model's K-major candidates x splits
+(and the heuristic's pick) per shape, nothing else, into fp8-gemm-sweep-fast.json.
 """
 
 import argparse
@@ -35,10 +36,10 @@ CHALLENGE = [(m, n, k) for m in (1024, 6144) for n, k in [
     (4608, 7168), (7168, 2304), (512, 7168), (4096, 512)]]  # fmt: skip
 DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in [
     (2112, 7168), (24576, 1536), (32768, 512), (7168, 16384)]]  # fmt: skip
-# "nc,bn,splits,cluster,waves": the compiled fast tile shapes without a cluster (not 128x96 / 128x144, which
-# never won a sweep), and cluster variants (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
+# "nc,bn,splits,cluster,waves": the compiled fast tile shapes without a cluster (not 128x144, which never won
+# a sweep), and cluster variants (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
 # (nc, bn, waves)
-_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2), (3, 128, 1)]
+_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2), (3, 128, 1), (2, 96, 1)]
 _CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1"), ("2,128", "n2,1"), ("2,128", "m2,1"),
               ("3,128", "n2,1"), ("3,128", "m2,1")]  # fmt: skip
 # Splits "t": full waves unsplit, the partial last wave's tiles split (opt-in, not weighed by the cost model).
@@ -47,6 +48,11 @@ SWEEP = (
     + [f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2, "t")]
     + ["2,128,t,1,2"]
 )
+# `--sweep fast`: only the cost model's K-major candidates (kFp8Shapes in gemm_cuda.cu) x splits, enough for
+# bench/fp8_gemm_fit.py.
+FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)] + [
+    f"2,192,{s},m2,1" for s in (1, 2, 4)
+]
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
@@ -299,7 +305,8 @@ def main():
     ap.add_argument("--nvcc", default="unknown", help="nvcc version the .so was built with")
     ap.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--shapes", choices=["challenge", "deepseek", "all"], default="all")
-    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn"], help="also time configurations")
+    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn", "fast"],
+                    help="also time configurations (fast: only those, K-major fast mode)")  # fmt: skip
     args = ap.parse_args()
 
     ops = load_ops(args.so)
@@ -308,6 +315,11 @@ def main():
     records = []
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if args.sweep == "fast":
+        records = [sweep_fast_shape(ops, m, n, k) for m, n, k in shapes]
+        doc = dict(**run_meta(args), records=records)
+        (out / "fp8-gemm-sweep-fast.json").write_text(json.dumps(doc, indent=1))
+        return
     for m, n, k in shapes:
         torch.manual_seed(m * 31 + n * 7 + k)
         recs = run_shape(mod, ops, m, n, k, args.sweep)
@@ -320,13 +332,7 @@ def main():
               f"strict {recs[1]['kforge_us']:8.1f} bad={recs[1]['kforge_strict_bad']} | "
               f"full {recs[4]['kforge_us']:8.1f}"
               f" | cublas {fmt(f['cublas_us'], '8.1f')} ok={f['cublas_correct']}", flush=True)  # fmt: skip
-    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True).stdout.strip()  # fmt: skip
-    meta = dict(commit=args.commit, device=torch.cuda.get_device_name(), driver=smi, torch=torch.__version__,
-                cuda=torch.version.cuda, nvcc=args.nvcc, triton=triton.__version__,
-                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                env={k: v for k, v in os.environ.items() if k.startswith("FP8GEMM_") and k != "FP8GEMM_SO"},
-                timing=TIMING)  # fmt: skip
+    meta = run_meta(args)
     summary = summarise(records)
     for k, v in summary.items():
         print(f"{k}: {v}")
@@ -334,6 +340,33 @@ def main():
     doc = dict(**meta, summary=summary, records=records)
     (out / "fp8-gemm-h200.json").write_text(json.dumps(doc, indent=1))
     (out / "fp8-gemm-h200.md").write_text(markdown(meta, records, summary))
+
+
+def run_meta(args):
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return dict(commit=args.commit, device=torch.cuda.get_device_name(), driver=smi, torch=torch.__version__,
+                cuda=torch.version.cuda, nvcc=args.nvcc, triton=triton.__version__,
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                env={k: v for k, v in os.environ.items() if k.startswith("FP8GEMM_") and k != "FP8GEMM_SO"},
+                timing=TIMING)  # fmt: skip
+
+
+def sweep_fast_shape(ops, m, n, k):
+    """`--sweep fast`: the heuristic's pick and FAST_MODEL_SWEEP on K-major operands, one record."""
+    torch.manual_seed(m * 31 + n * 7 + k)
+    x = make_inputs(m, n, k, False)
+    ref = reference(*x)
+    c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    ops.gemm(*x, c)
+    err, bad = verdict(c, ref)
+    us = kernel_us(lambda: ops.gemm(*x, c), rep=30)
+    rec = dict(M=m, N=n, K=k, layout="k-major", mode="fast", kforge_us=us,
+               kforge_correct=err < FAST_BAR, kforge_rel_err=err, kforge_strict_bad=bad,
+               sweep=sweep_shape(ops.gemm, x, ref, FAST_MODEL_SWEEP, []))  # fmt: skip
+    best = min(rec["sweep"].items(), key=lambda kv: kv[1]["us"])
+    print(f"{m:5d} {n:5d} {k:5d} auto {us:7.1f}us  best {best[0]} {best[1]['us']:7.1f}us", flush=True)
+    return rec
 
 
 def load_ops(so):

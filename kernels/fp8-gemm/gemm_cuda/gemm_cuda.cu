@@ -481,12 +481,15 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.bs_s0 = b_scale.stride(0), p.bs_s1 = b_scale.stride(1);
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
-  // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it).
-  // Tiles whose BN is not a multiple of 64 (the staging box width) store from registers.
-  p.tma_store = elem != Elem::kF16 && ch.bn % 64 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
+  // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it). Its
+  // boxes are 64 rows by 64 columns (32 when BN is an odd multiple of 32: Config::kStoreCols); other tiles
+  // store from registers.
+  p.tma_store = elem != Elem::kF16 && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
                 !env_flag("FP8GEMM_REGISTER_EPILOGUE");
-  const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N, 64, 64,
-                                                CU_TENSOR_MAP_SWIZZLE_128B)
+  const bool wide_store = ch.bn % 64 == 0;
+  const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N,
+                                                wide_store ? 64 : 32, 64,
+                                                wide_store ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B)
                                      : ma;  // unused by the kernel
 
 #define FP8GEMM_CASE(E, NC, BN, W)                                       \

@@ -123,10 +123,12 @@ struct Config {
   static_assert(128 * kProducerRegs + 128 * NC * kConsumerRegs <= 65536 / kThreads / 8 * 8 * kThreads,
                 "register file overcommitted");
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
-  // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/64 boxes of 64 x 128 B, 128-byte swizzled.
-  // None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 64 (those tiles
-  // store from registers).
-  static constexpr int kEpiBytes = E == Elem::kF16 || BN % 64 != 0 ? 0 : W * 64 * BN * 2;
+  // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/kStoreCols boxes of 64 rows, each row one
+  // swizzle span (64 columns: 128 B, 128-byte swizzle; 32 columns when BN is an odd multiple of 32: 64 B, 64-byte
+  // swizzle). None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 32
+  // (those tiles store from registers).
+  static constexpr int kStoreCols = BN % 64 == 0 ? 64 : 32;
+  static constexpr int kEpiBytes = E == Elem::kF16 || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
@@ -735,6 +737,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       };
       if (hi_from >= BN) {
         k_loop(std::integral_constant<int, BN>{});
+      } else if constexpr (BN == 96) {  // n0 % 128 is 96, 64 or 32 (or past N in a cluster: results dropped)
+        if (hi_from == 32) k_loop(std::integral_constant<int, 32>{});
+        else if (hi_from == 64) k_loop(std::integral_constant<int, 64>{});
+        else k_loop(std::integral_constant<int, 96>{});
       } else if constexpr (BN % 64 != 0) {
         k_loop(std::integral_constant<int, -1>{});
       } else if constexpr (BN > 128) {  // n0 % 128 is 0 or 64: the split is at 128 or 64
@@ -797,7 +803,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         // next tile's main loop runs. Rows/cols past M/N are clipped by the copy engine.
         uint8_t *stage_c = epi + cw * C::kEpiBytes;
         const uint32_t stage_base = smem_u32(stage_c);
-        const int swz = (lane / 4) & 7;
+        // 16-byte chunk index XOR the row's swizzle phase: row % 8 (128-byte rows) or row / 2 % 4 (64-byte)
+        constexpr int kChunks = C::kStoreCols / 8, kBoxBytes = 64 * C::kStoreCols * 2;
+        const int swz = kChunks == 8 ? (lane / 4) & 7 : (lane / 8) & 3;
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // previous tile's store
         named_sync(2 + cw, 128);
 #pragma unroll
@@ -806,8 +814,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const int box = w * (BN / 64) + j / 8;
-              const int off = box * 64 * 128 + (row_in_wave + 8 * h) * 128 + (((j % 8) ^ swz) * 16) + (lane % 4) * 4;
+              const int box = w * (BN / C::kStoreCols) + j / kChunks;
+              const int off = box * kBoxBytes + (row_in_wave + 8 * h) * (kChunks * 16) +
+                              (((j % kChunks) ^ swz) * 16) + (lane % 4) * 4;
               const int r = 4 * j + 2 * h;
               const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][r ^ kSwap], res[w][(r + 1) ^ kSwap]);
               sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
@@ -818,8 +827,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
-            for (int box = 0; box < BN / 64; ++box)
-              tma_store_2d(&map_c, stage_c + (w * (BN / 64) + box) * 64 * 128, n0 + box * 64,
+            for (int box = 0; box < BN / C::kStoreCols; ++box)
+              tma_store_2d(&map_c, stage_c + (w * (BN / C::kStoreCols) + box) * kBoxBytes, n0 + box * C::kStoreCols,
                            mb * BM + first_row + 64 * w);
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
