@@ -46,8 +46,10 @@ def test_fit_script_mirrors_the_constants_of_gemm_cuda():
 
 
 # (mode, sweep, bound on the geomean of pick / swept best): the fitted-to sweeps and held-out ones, with the
-# margins the docs and gemm_cuda.cu's comments state (1.8 % fast, 0.9 % strict, 0.01 % MN-major held out).
+# margins the docs and gemm_cuda.cu's comments state (0.9 % and 1.8 % fast, 0.9 % strict, 0.01 % MN-major
+# held out).
 CASES = [
+    ("fast", "fp8-gemm-sweep-fast-0dbb803.json", 1.010),
     ("fast", "fp8-gemm-sweep-0be2a4c.json", 1.019),
     ("fast", "fp8-gemm-sweep-1032018.json", 1.019),
     ("strict", "fp8-gemm-sweep-0be2a4c.json", 1.010),
@@ -66,6 +68,9 @@ def test_picks_stay_close_to_the_swept_best(mode, sweep, bound):
         us, consts = shapes_in_source("kFp8MNShapes")[1], transpose_in_source()[0]
     else:
         us, consts = shapes_in_source("kFp8Shapes" if mode == "fast" else "kBf16Shapes")[1], fit.SPLIT[mode]
+    # A sweep that never timed a candidate (the 128x96 tile before 0dbb803) cannot judge it: left out there.
+    timed = [i for i, s in enumerate(shapes) if any(fit.config_key(s, 1) in r["sweep"] for r in recs)]
+    shapes, us = [shapes[i] for i in timed], [us[i] for i in timed]
     geomean, _ = fit.quality(recs, shapes, us, consts)
     assert geomean <= bound, f"{mode} on {sweep}: pick / swept best {geomean:.4f} > {bound}"
 
