@@ -133,6 +133,12 @@ def load_records(path, mode):
     return recs
 
 
+def timed_candidates(recs, shapes):
+    """Indices of the candidates whose unsplit configuration `recs`' sweep timed: it cannot judge the others
+    (a tile added after the sweep ran)."""
+    return [i for i, s in enumerate(shapes) if any(config_key(s, 1) in r["sweep"] for r in recs)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json")
@@ -141,6 +147,10 @@ def main():
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
     recs = load_records(args.json, args.mode)
+    timed = timed_candidates(recs, shapes)
+    for i in sorted(set(range(len(shapes))) - set(timed)):
+        print(f"left out, not in this sweep: {config_key(shapes[i], 1)}")
+    shapes = [shapes[i] for i in timed]
     # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
     us = []
     for s in shapes:

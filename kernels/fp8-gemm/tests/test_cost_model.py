@@ -69,7 +69,7 @@ def test_picks_stay_close_to_the_swept_best(mode, sweep, bound):
     else:
         us, consts = shapes_in_source("kFp8Shapes" if mode == "fast" else "kBf16Shapes")[1], fit.SPLIT[mode]
     # A sweep that never timed a candidate (the 128x96 tile before 0dbb803) cannot judge it: left out there.
-    timed = [i for i, s in enumerate(shapes) if any(fit.config_key(s, 1) in r["sweep"] for r in recs)]
+    timed = fit.timed_candidates(recs, shapes)
     shapes, us = [shapes[i] for i in timed], [us[i] for i in timed]
     geomean, _ = fit.quality(recs, shapes, us, consts)
     assert geomean <= bound, f"{mode} on {sweep}: pick / swept best {geomean:.4f} > {bound}"

@@ -44,9 +44,7 @@ void check_output(const at::Tensor &a, const at::Tensor &b, const at::Tensor &c)
   TORCH_CHECK(c.is_contiguous(), "gemm: c must be row-major contiguous, got strides ", c.strides());
   check_device(a, c);
 }
-}  // namespace
 
-namespace {
 // Runs the backend for a's device on checked arguments.
 void dispatch(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
               at::Tensor &c, bool strict) {
@@ -60,20 +58,24 @@ void dispatch(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
 #endif
   TORCH_CHECK(false, "gemm: this build has no backend for tensors on ", a.device());
 }
+
+// The out= ops: every argument checked, then the backend.
+void gemm_into(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
+               at::Tensor &c, bool strict) {
+  check_operands(a, b, a_scale, b_scale);
+  check_output(a, b, c);
+  dispatch(a, b, a_scale, b_scale, c, strict);
+}
 }  // namespace
 
 void gemm(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
           at::Tensor &c) {
-  check_operands(a, b, a_scale, b_scale);
-  check_output(a, b, c);
-  dispatch(a, b, a_scale, b_scale, c, false);
+  gemm_into(a, b, a_scale, b_scale, c, false);
 }
 
 void gemm_strict(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
                  const at::Tensor &b_scale, at::Tensor &c) {
-  check_operands(a, b, a_scale, b_scale);
-  check_output(a, b, c);
-  dispatch(a, b, a_scale, b_scale, c, true);
+  gemm_into(a, b, a_scale, b_scale, c, true);
 }
 
 at::Tensor gemm_alloc(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale,
