@@ -108,8 +108,8 @@ __global__ void __launch_bounds__(160) ingest_mixed(const uint8_t *a, int lda, c
       for (int c = t; c < j.rows_a * 8; c += 96) {
         const int r = c / 8, ch = c % 8;
         const uint32_t dst = st + r * 128 + ((ch ^ (r % 8)) * 16);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src + size_t(r) * lda + kb * 128 + ch * 16)
-                     : "memory");
+        const uint8_t *from = src + size_t(r) * lda + kb * 128 + ch * 16;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(from) : "memory");
       }
       asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
     }
