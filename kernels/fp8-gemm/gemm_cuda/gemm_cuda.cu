@@ -462,7 +462,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // MN-major operands: boxes of 128 (or 64) M or N columns by 128 K rows, swizzled over their full width, which
   // the converters read.
   auto mn_map = [&](const Operand &o, int64_t rows, int tile) {
-    const int piece = std::min(tile, 128);
+    const int piece = fp8gemm::sm90::mn_piece(tile);
     return make_map(o.ptr, dtype, 1, rows, K, o.ld, piece, 128,
                     piece == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   };
@@ -485,14 +485,14 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
   // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it). Its
-  // boxes are 64 rows by 64 columns (32 when BN is an odd multiple of 32: Config::kStoreCols); other tiles
-  // store from registers.
+  // boxes are 64 rows by store_cols() columns, one swizzle span; tiles whose BN is not a multiple of 32 store
+  // from registers.
   p.tma_store = elem != Elem::kF16 && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
                 !env_flag("FP8GEMM_REGISTER_EPILOGUE");
-  const bool wide_store = ch.bn % 64 == 0;
+  const int store_cols = fp8gemm::sm90::store_cols(ch.bn);
+  const auto store_swizzle = store_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N,
-                                                wide_store ? 64 : 32, 64,
-                                                wide_store ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B)
+                                                store_cols, 64, store_swizzle)
                                      : ma;  // unused by the kernel
 
 #define FP8GEMM_CASE(E, NC, BN, W)                                       \

@@ -87,6 +87,13 @@ struct ElemInfo<Elem::kF16> : ElemInfo<Elem::kBF16> {};
 template <>
 struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
 
+// Width in bytes of M or N of the MN-major boxes a transposing tile loads (its A or B pieces; the host's tensor
+// maps use the same rule).
+constexpr int mn_piece(int tile) { return tile >= 128 ? 128 : tile; }
+// Columns of one epilogue staging / TMA-store box for a BN-wide tile: 64 (128-byte rows, 128-byte swizzle), or
+// 32 (64-byte rows, 64-byte swizzle) when BN is an odd multiple of 32.
+constexpr int store_cols(int bn) { return bn % 64 == 0 ? 64 : 32; }
+
 template <Elem E, int NC, int BN, int W>
 struct Config {
   static constexpr int BM = 64 * NC * W;
@@ -101,7 +108,7 @@ struct Config {
   // of kPiece{A,B} bytes x 128 K rows; then, at kRawScales, A's scales, which the converters copy into the
   // wgmma stage.
   static constexpr int kRawScales = (BM + BN) * kRowBytes;
-  static constexpr int kPieceA = BM >= 128 ? 128 : BM, kPieceB = BN >= 128 ? 128 : BN;
+  static constexpr int kPieceA = mn_piece(BM), kPieceB = mn_piece(BN);
   static_assert(!kTranspose || ((kPieceA == 64 || kPieceA == 128) && (kPieceB == 64 || kPieceB == 128) &&
                                 BM % kPieceA == 0 && BN % kPieceB == 0),
                 "transposing tiles are made of 64- or 128-byte wide pieces");
@@ -124,10 +131,9 @@ struct Config {
                 "register file overcommitted");
   static constexpr int kAcc = BN / 2;  // accumulator floats per thread (m64 x BN over 128 threads)
   // Output staging per consumer: W x 64 rows x BN bf16 as W x BN/kStoreCols boxes of 64 rows, each row one
-  // swizzle span (64 columns: 128 B, 128-byte swizzle; 32 columns when BN is an odd multiple of 32: 64 B, 64-byte
-  // swizzle). None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 32
+  // swizzle span. None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 32
   // (those tiles store from registers).
-  static constexpr int kStoreCols = BN % 64 == 0 ? 64 : 32;
+  static constexpr int kStoreCols = store_cols(BN);
   static constexpr int kEpiBytes = E == Elem::kF16 || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
