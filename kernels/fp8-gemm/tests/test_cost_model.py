@@ -92,3 +92,26 @@ def test_mn_major_choice_is_the_faster_path_end_to_end():
         if use_pass != (float(pass_us) <= float(smem_us)):
             wrong.append(f"{m}x{n}x{k}")
     assert not wrong, f"the model takes the slower MN-major path on {wrong}"
+
+
+def test_the_96_wide_tile_is_picked_only_where_it_needs_no_more_waves():
+    # Its constant is a decision boundary fitted to 30 shapes; per block it measured 0.88x the 128-wide tile's
+    # time (logs/fp8-gemm-tile-slopes-cdf55ab.log), so needing more waves than the 128-wide tile is a loss the
+    # model must not buy. Checked over a grid of plausible shapes.
+    shapes = fit.parse_shapes(fit.FAST_SHAPES)
+    us, split = shapes_in_source("kFp8Shapes")[1], fit.SPLIT["fast"]
+    picked, wrong = 0, []
+    for m in (64, 128, 256, 512, 1024, 2048, 3072, 4096, 6144, 8192):
+        for n in (512, 576, 1024, 1536, 2048, 2112, 3072, 4096, 4608, 6144, 7168, 8192, 24576):
+            for k in (512, 1536, 2048, 4096, 7168, 16384):
+                i, splits, _ = fit.choose(shapes, us, m, n, k, split)
+                if shapes[i]["bn"] != 96:
+                    continue
+                picked += 1
+                blocks_m = fit.cdiv(m, 128)
+                waves_96 = fit.cdiv(blocks_m * fit.cdiv(n, 96) * splits, fit.SMS)
+                waves_128 = fit.cdiv(blocks_m * fit.cdiv(n, 128) * splits, fit.SMS)
+                if waves_96 > waves_128:
+                    wrong.append(f"{m}x{n}x{k} ({waves_96} waves against {waves_128})")
+    assert picked > 0, "the 128x96 tile is never picked on the grid"
+    assert not wrong, f"the 128x96 tile is picked where it needs more waves: {wrong}"
