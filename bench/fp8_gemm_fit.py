@@ -1,16 +1,17 @@
-"""Fits the sm_90a cost model (kFp8Shapes / kBf16Shapes in kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to a
---sweep run.
+"""Fits the sm_90a cost model (kFp8Shapes / kBf16Shapes in kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or
+more --sweep runs.
 
-    python bench/fp8_gemm_fit.py RESULTS.json [--mode fast|strict|mn] [--shapes "nc,waves,bn,cluster,n;..."]
+    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|mn] [--shapes "..."]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
 per unit x the configuration's µs per block + 0.5 µs per unit, more when split), at least the DRAM time,
 plus the split partials' traffic; candidates within 3 % keep the earlier one. This script fits each
 configuration's µs per block and the two split-K constants so that the model's pick is as fast as possible on
-the swept shapes (coordinate search on the geomean of pick / swept best), and prints the constants and the
-per-shape picks. --mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the
-MN-major sweep, against the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted
-rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
+the swept shapes (coordinate search on the geomean of pick / swept best; several sweeps are fitted together,
+each judging only the candidates it timed), and prints the constants and each sweep's per-shape picks.
+--mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the MN-major sweep, against
+the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted rate plus a fixed µs)
+and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
 """
 
 import argparse
@@ -112,10 +113,18 @@ def pick_time(rec, shapes, us, split):
     return math.inf, config_key(shapes[i], splits)
 
 
+def timed(rec, shapes, us):
+    """The candidates (and their µs) whose unsplit configuration `rec`'s sweep timed: a sweep cannot judge the
+    others (a tile added after it ran), so the model is judged there without them."""
+    keep = [i for i, s in enumerate(shapes) if config_key(s, 1) in rec["sweep"]]
+    return [shapes[i] for i in keep], [us[i] for i in keep]
+
+
 def quality(recs, shapes, us, split):
+    """(geomean, largest log) of pick / swept best over `recs`, which may come from several sweeps."""
     logs = []
     for r in recs:
-        t, _ = pick_time(r, shapes, us, split)
+        t, _ = pick_time(r, *timed(r, shapes, us), split)
         logs.append(math.log(t / r["best_us"]))
     return math.exp(sum(logs) / len(logs)), max(logs)
 
@@ -133,24 +142,15 @@ def load_records(path, mode):
     return recs
 
 
-def timed_candidates(recs, shapes):
-    """Indices of the candidates whose unsplit configuration `recs`' sweep timed: it cannot judge the others
-    (a tile added after the sweep ran)."""
-    return [i for i, s in enumerate(shapes) if any(config_key(s, 1) in r["sweep"] for r in recs)]
-
-
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("json")
+    ap.add_argument("json", nargs="+", help="sweep results; several are fitted together")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
     ap.add_argument("--mode", choices=["fast", "strict", "mn"], default="fast")
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
-    recs = load_records(args.json, args.mode)
-    timed = timed_candidates(recs, shapes)
-    for i in sorted(set(range(len(shapes))) - set(timed)):
-        print(f"left out, not in this sweep: {config_key(shapes[i], 1)}")
-    shapes = [shapes[i] for i in timed]
+    by_file = {path: load_records(path, args.mode) for path in args.json}
+    recs = [r for rs in by_file.values() for r in rs]
     # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
     us = []
     for s in shapes:
@@ -201,10 +201,13 @@ def main():
         print(f"  transpose pass: {split[0]:.3g} bytes/us, {split[1]:.2f} us fixed")
     else:
         print(f"  split-K: {split[0]:.2f} us per unit, partials at {split[1]:.3g} bytes/us")
-    for r in recs:
-        t, key = pick_time(r, shapes, us, split)
-        best = f"{r['best_key']} {r['best_us']:.1f} us"
-        print(f"  {r['M']}x{r['N']}x{r['K']}: pick {key} {t:.1f} us, best {best}")
+    for path, rs in by_file.items():
+        q = quality(rs, shapes, us, split)
+        print(f"{path}: pick / swept best {q[0]:.4f}, worst {math.exp(q[1]):.3f}")
+        for r in rs:
+            t, key = pick_time(r, *timed(r, shapes, us), split)
+            best = f"{r['best_key']} {r['best_us']:.1f} us"
+            print(f"  {r['M']}x{r['N']}x{r['K']}: pick {key} {t:.1f} us, best {best}")
 
 
 if __name__ == "__main__":
