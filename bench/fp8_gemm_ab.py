@@ -11,49 +11,33 @@ must have different file names (their op namespaces); pass the same .so twice to
 """
 
 import argparse
-import contextlib
 import functools
 import json
 import math
-import os
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm import FAST_BAR, kernel_us, load_ops, make_inputs, reference, verdict  # noqa: E402
+from fp8_gemm import FAST_BAR, checked, kernel_us, load_ops, make_inputs, reference, seed_shape, switches  # noqa: E402
 
 
-@contextlib.contextmanager
-def switches(pairs):
-    """FP8GEMM_* variables set for the block, restored after."""
-    saved = {k: os.environ.get(k) for k, _ in pairs}
-    os.environ.update(dict(pairs))
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def env_pairs(items):
-    pairs = []
+def env_of(items):
+    """{name: value} of FP8GEMM_NAME=VALUE arguments."""
+    env = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.startswith("FP8GEMM_"):
             raise SystemExit(f"--env-a/--env-b take FP8GEMM_NAME=VALUE, got {item!r}")
-        pairs.append((key, value))
-    return pairs
+        env[key] = value
+    return env
 
 
 def ab_shape(sides, shape, args):
     """One shape: both sides checked, then timed A, B, B, A; its record."""
     m, n, k = (int(v) for v in shape.split("x"))
-    torch.manual_seed(m * 31 + n * 7 + k)
+    seed_shape(m, n, k)
     x = make_inputs(m, n, k, args.mn)
     ref = reference(*x)
     c = torch.empty((m, n), dtype=torch.bfloat16, device=x[0].device)
@@ -62,10 +46,7 @@ def ab_shape(sides, shape, args):
         op = ops.gemm_strict if args.strict else ops.gemm
         runs[name] = functools.partial(op, *x, c), env
         with switches(env):
-            c.fill_(float("nan"))
-            op(*x, c)
-            torch.cuda.synchronize()
-        err, bad = verdict(c, ref)
+            err, bad = checked(op, x, c, ref)
         ok[name] = bad == 0 if args.strict else err < FAST_BAR
 
     def timed(name):
@@ -98,8 +79,8 @@ def main():
 
     ops_a = load_ops(args.a)
     ops_b = ops_a if Path(args.a).resolve() == Path(args.b).resolve() else load_ops(args.b)
-    common = [("FP8GEMM_CONFIG", args.config)] if args.config else []
-    sides = [("A", ops_a, common + env_pairs(args.env_a)), ("B", ops_b, common + env_pairs(args.env_b))]
+    common = {"FP8GEMM_CONFIG": args.config} if args.config else {}
+    sides = [("A", ops_a, {**common, **env_of(args.env_a)}), ("B", ops_b, {**common, **env_of(args.env_b)})]
     records = [ab_shape(sides, shape, args) for shape in args.shapes.split(",")]
     geomean = math.exp(sum(math.log(r["ratio"]) for r in records) / len(records))
     print(f"geomean B/A over {len(records)} shapes: {geomean:.3f}")

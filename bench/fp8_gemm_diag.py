@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm import make_inputs, reference, verdict  # noqa: E402
+from fp8_gemm import checked, load_ops, make_inputs, reference  # noqa: E402
 
 CASES = [("2,128,1", 6144, 7168, 256), ("2,64,1", 6144, 4096, 512), ("2,128,2", 1024, 7168, 2048),
          ("2,192,1", 6144, 7168, 256), ("1,128,2", 1024, 7168, 2048)]  # fmt: skip
@@ -33,17 +33,15 @@ def error_map(out, ref, bm, bn):
 
 
 def main():
-    torch.ops.load_library(sys.argv[1])
-    ops = getattr(torch.ops, Path(sys.argv[1]).name.split(".")[0])
+    ops = load_ops(sys.argv[1])
     for cfg, m, n, k in CASES:
         x = make_inputs(m, n, k, False)
         ref = reference(*x)
         os.environ["FP8GEMM_CONFIG"] = cfg
         errs = []
+        c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
         for rep in range(3):
-            c = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            ops.gemm(*x, c)
-            errs.append(verdict(c, ref)[0])
+            errs.append(checked(ops.gemm, x, c, ref)[0])
             if errs[-1] > 2e-3:
                 print(f"{cfg} {m}x{n}x{k} run {rep} map:")
                 nc, bn = int(cfg.split(",")[0]), int(cfg.split(",")[1])

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm import kernel_us, load_ops, make_inputs, reference, verdict  # noqa: E402
+from fp8_gemm import checked, kernel_us, load_ops, make_inputs, reference  # noqa: E402
 
 
 def set_env(name, value):
@@ -42,10 +42,7 @@ def main():
             set_env("FP8GEMM_STRICT_F16", f16)
             for cfg in configs:
                 set_env("FP8GEMM_CONFIG", None if cfg == "auto" else cfg)
-                c.fill_(float("nan"))
-                op(*x, c)
-                torch.cuda.synchronize()
-                err, bad = verdict(c, ref)
+                err, bad = checked(op, x, c, ref)
                 once = os.environ.get("PROBE_ONCE")
                 us = float("nan") if once else kernel_us(lambda x=x, c=c: op(*x, c), rep=30)
                 tag = f" strict_f16={f16}" if strict else ""
