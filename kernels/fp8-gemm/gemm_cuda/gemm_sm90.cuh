@@ -242,11 +242,6 @@ __device__ __forceinline__ void sts128(uint32_t addr, uint32_t a, uint32_t b, ui
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-__device__ __forceinline__ float lds_f32(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
-  return v;
-}
 
 __device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
@@ -266,6 +261,8 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
   return v;
 }
+
+__device__ __forceinline__ float lds_f32(uint32_t addr) { return __uint_as_float(lds_u32(addr)); }
 
 __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
@@ -618,7 +615,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         for (int i = 0; i < kAcc; ++i) res[w][i] = 0.f;
 
       // The K loop, with the column where the second b_scale block starts known at compile time (kHiFrom >= BN:
-      // one block), so the promotion is straight FMAs; kHiFrom < 0: compared at run time (BN % 64 != 0).
+      // one block), so the promotion is straight FMAs; kHiFrom < 0: compared at run time (BN 144; BN 96
+      // compiles its three possible columns).
       auto k_loop = [&](auto hi_from_tag) __attribute__((always_inline)) {
         constexpr int kHiFrom = decltype(hi_from_tag)::value;
         // B's scales come from global memory one block ahead: their latency hides behind a block's wgmma.
@@ -665,7 +663,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int step = 0; step < kSteps; ++step) {
             const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
             Wgmma<C::kMma, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
-                              desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
+                                    desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
           }
           asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };
