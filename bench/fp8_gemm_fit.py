@@ -136,8 +136,8 @@ def load_records(path, mode):
         recs = json.load(f)["records"]
     recs = [r for r in recs if r.get("sweep") and r["mode"] == mode and r["layout"] == layout]
     for r in recs:
-        timed = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4 or k == "pass"]
-        r["best_key"], best = min(timed, key=lambda kv: kv[1]["us"])
+        swept = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4 or k == "pass"]
+        r["best_key"], best = min(swept, key=lambda kv: kv[1]["us"])
         r["best_us"] = best["us"]
     return recs
 

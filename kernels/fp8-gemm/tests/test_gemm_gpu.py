@@ -13,9 +13,10 @@ SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256
           (1024, 576, 7168), (512, 4096, 512)]  # fmt: skip
 # "nc,bn,splits[,cluster[,waves]]": cluster m2 (or 2) multicasts B into two CTAs on adjacent M blocks, n2
 # multicasts A into two on adjacent N blocks (odd block counts leave one CTA idle); waves 2 = 256-row tiles;
-# bn 96 and 144 split the b_scale block at run-time columns (96: three compiled splits, 32-column TMA-store
-# boxes; 144: compared at run time, stores from registers); splits t
-# leaves full waves unsplit and splits the tiles of the partial last wave; nc 3 = three consumer warpgroups.
+# bn 96 and 144 cross into the next b_scale block at a column known only at run time (96 dispatches to its
+# three compiled columns and stores through 32-column TMA boxes; 144 compares per column and stores from
+# registers); splits t leaves full waves unsplit and splits the tiles of the partial last wave; nc 3 = three
+# consumer warpgroups.
 FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
                 "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2",
                 "2,128,1,1,2", "2,128,3,1,2", "2,128,1,n2,2", "2,128,2,n2,2",
