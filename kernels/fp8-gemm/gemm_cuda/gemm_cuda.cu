@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,9 @@ double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
 }
 // Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
+// Strict mode with A widened in registers (Elem::kF16A): guessed from the bf16 rows (a third fewer bytes per
+// block through L2 and shared memory).
+constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.05}, {2, 1, 64, 1, 0, 0.68}, {1, 1, 128, 1, 0, 0.66}};
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
@@ -222,8 +226,9 @@ bool aligned(const void *p, size_t n) { return reinterpret_cast<uintptr_t>(p) % 
 // Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
 // FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
 // FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes the
-// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200), FP8GEMM_MN=smem or
-// pass forces how fast mode handles MN-major operands.
+// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200), FP8GEMM_STRICT_BF16=1
+// its bf16 pass (instead of A widened in registers), FP8GEMM_MN=smem or pass forces how fast mode handles
+// MN-major operands.
 std::string env_value(const char *name) {
   const char *env = std::getenv(name);
   return env == nullptr ? std::string() : std::string(env);
@@ -251,7 +256,7 @@ struct Plan {
 
 Plan plan(const at::Tensor &t_in, Mode mode) {
   const int64_t R = t_in.size(0), K = t_in.size(1);
-  const bool wide = mode == Mode::kToBf16Fn || mode == Mode::kToBf16Fnuz;
+  const bool wide = mode == Mode::kToBf16Fn || mode == Mode::kToBf16Fnuz || mode == Mode::kToF16Perm;
   if (mode == Mode::kCopy && t_in.stride(1) == 1 && (t_in.stride(0) % 16 == 0 || R == 1) &&
       aligned(t_in.data_ptr(), 16)) {
     return {{at::Tensor(), t_in.data_ptr(), R == 1 ? round_up(K, 16) : t_in.stride(0)}, at::Tensor()};
@@ -259,51 +264,72 @@ Plan plan(const at::Tensor &t_in, Mode mode) {
   // The kernels handle the K-major and MN-major layouts; anything else is made K-major first.
   const at::Tensor t = (t_in.stride(1) == 1 || t_in.stride(0) == 1) ? t_in : t_in.contiguous();
   const int64_t ldo = round_up(K, wide ? 8 : 16);  // TMA row pitch must be a multiple of 16 bytes
-  at::Tensor out = at::empty({R, ldo}, t.options().dtype(wide ? at::kBFloat16 : at::kByte));
+  const auto type = mode == Mode::kToF16Perm ? at::kHalf : wide ? at::kBFloat16 : at::kByte;
+  at::Tensor out = at::empty({R, ldo}, t.options().dtype(type));
   return {{out, out.data_ptr(), ldo}, t};
 }
 
-// Makes the planned copies: the MN-major operands in one transpose launch, the others by the row kernel.
-template <Mode kMode>
-void run_plans(Plan *plans, int n, cudaStream_t stream) {
+// Calls f(std::integral_constant<Mode, m>{}): a run-time mode to the kernels' template argument.
+template <class F>
+void with_mode(Mode m, F &&f) {
+  switch (m) {
+    case Mode::kCopy: f(std::integral_constant<Mode, Mode::kCopy>{}); break;
+    case Mode::kFnuzToFn: f(std::integral_constant<Mode, Mode::kFnuzToFn>{}); break;
+    case Mode::kToBf16Fn: f(std::integral_constant<Mode, Mode::kToBf16Fn>{}); break;
+    case Mode::kToBf16Fnuz: f(std::integral_constant<Mode, Mode::kToBf16Fnuz>{}); break;
+    case Mode::kToF16Perm: f(std::integral_constant<Mode, Mode::kToF16Perm>{}); break;
+  }
+}
+
+// Makes the planned copies of a and b, each in its mode: the MN-major operands in one transpose launch, the
+// others by the row kernel.
+void run_plans(Plan (&plans)[2], const Mode (&modes)[2], cudaStream_t stream) {
   using namespace fp8gemm::prep;
-  using T = typename Out<kMode>::T;
-  TransposeJobs<kMode> jobs{};
+  TransposeJobs jobs{};
+  Mode transpose_modes[2] = {Mode::kCopy, Mode::kCopy};
   int transposes = 0, max_r = 0, K = 0;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < 2; ++i) {
     const at::Tensor &t = plans[i].src;
     if (!t.defined()) continue;
     const int R = t.size(0);
     K = t.size(1);
     const auto *src = reinterpret_cast<const uint8_t *>(t.data_ptr());
-    T *dst = static_cast<T *>(plans[i].op.keep.data_ptr());
+    void *dst = plans[i].op.keep.data_ptr();
     if (t.stride(1) != 1) {  // MN-major (stride(0) == 1): transpose through shared memory
       const int64_t ld = t.stride(1);
-      jobs.job[transposes++] = {src, ld, dst, plans[i].op.ld, R, R % 4 == 0 && ld % 4 == 0 && aligned(src, 4)};
+      jobs.job[transposes] = {src, ld, dst, plans[i].op.ld, R, R % 4 == 0 && ld % 4 == 0 && aligned(src, 4)};
+      transpose_modes[transposes++] = modes[i];
       max_r = std::max(max_r, R);
     } else {
       const int64_t blocks = std::min<int64_t>(cdiv(int64_t(R) * cdiv(K, 4), kThreads), 132 * 16);
       const bool vec = K % 4 == 0 && t.stride(0) % 4 == 0 && aligned(src, 4);
-      rows_kernel<kMode><<<blocks, kThreads, 0, stream>>>(src, t.stride(0), dst, plans[i].op.ld, R, K, vec);
+      with_mode(modes[i], [&](auto mode) {
+        using T = typename Out<decltype(mode)::value>::T;
+        rows_kernel<decltype(mode)::value>
+            <<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), plans[i].op.ld, R, K, vec);
+      });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }
-  if (transposes > 0) {
-    const dim3 grid(cdiv(max_r, kTile), cdiv(K, kTile), transposes);
-    transpose_kernel<kMode><<<grid, kThreads, 0, stream>>>(jobs, K);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (transposes == 0) return;
+  const dim3 grid(cdiv(max_r, kTile), cdiv(K, kTile), transposes);
+  const Mode m0 = transpose_modes[0], m1 = transposes > 1 ? transpose_modes[1] : m0;
+  if (m0 == m1) {
+    with_mode(m0, [&](auto mode) {
+      transpose_kernel<decltype(mode)::value, decltype(mode)::value><<<grid, kThreads, 0, stream>>>(jobs, K);
+    });
+  } else {  // the one mixed pair: strict mode's A kept e4m3fn, B widened to permuted f16
+    TORCH_CHECK(m0 == Mode::kCopy && m1 == Mode::kToF16Perm, "gemm: no transpose kernel for this mode pair");
+    transpose_kernel<Mode::kCopy, Mode::kToF16Perm><<<grid, kThreads, 0, stream>>>(jobs, K);
   }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// K-major views of a and b (same K) in the element type the kernel reads.
-std::pair<Operand, Operand> prepare(const at::Tensor &a, const at::Tensor &b, Mode mode, cudaStream_t stream) {
-  Plan plans[2] = {plan(a, mode), plan(b, mode)};
-  switch (mode) {
-    case Mode::kCopy: run_plans<Mode::kCopy>(plans, 2, stream); break;
-    case Mode::kFnuzToFn: run_plans<Mode::kFnuzToFn>(plans, 2, stream); break;
-    case Mode::kToBf16Fn: run_plans<Mode::kToBf16Fn>(plans, 2, stream); break;
-    case Mode::kToBf16Fnuz: run_plans<Mode::kToBf16Fnuz>(plans, 2, stream); break;
-  }
+// K-major views of a and b (same K) in the element types the kernel reads.
+std::pair<Operand, Operand> prepare(const at::Tensor &a, const at::Tensor &b, Mode mode_a, Mode mode_b,
+                                    cudaStream_t stream) {
+  Plan plans[2] = {plan(a, mode_a), plan(b, mode_b)};
+  run_plans(plans, {mode_a, mode_b}, stream);
   return {plans[0].op, plans[1].op};
 }
 
@@ -420,6 +446,9 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // Strict mode widens to bf16 in global memory; FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory
   // instead (not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
   const bool f16 = strict && !fnuz && env_flag("FP8GEMM_STRICT_F16");
+  // Otherwise e4m3fn operands with K % 16 == 0 (B's K permutation works in groups of 16) keep A in fp8 and widen
+  // it in the consumers' registers (Elem::kF16A); FP8GEMM_STRICT_BF16=1 forces the bf16 path (benchmarks).
+  const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !env_flag("FP8GEMM_STRICT_BF16");
   // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
   // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;
   // FP8GEMM_MN=smem or pass forces one (benchmarks, tests).
@@ -436,28 +465,35 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
       if (in_smem) ch = t;
     }
   } else {
-    ch = f16 ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1) : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
+    ch = f16     ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1)
+         : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2)
+                 : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
   }
   if (config_override(ch) && in_smem && !has_tile(kFp8MNShapes, ch)) {
     TORCH_CHECK(mn != "smem", "gemm: FP8GEMM_MN=smem has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
                 ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
     in_smem = false;  // a forced tile the shared-memory transpose does not compile: transpose pass
   }
-  const Elem elem = in_smem ? Elem::kE4M3T : !strict ? Elem::kE4M3 : f16 ? Elem::kF16 : Elem::kBF16;
+  const Elem elem = in_smem  ? Elem::kE4M3T
+                    : !strict ? Elem::kE4M3
+                    : f16     ? Elem::kF16
+                    : reg_a   ? Elem::kF16A
+                              : Elem::kBF16;
   const Mode mode = elem == Elem::kF16    ? Mode::kCopy
                     : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
+  const Mode mode_b = elem == Elem::kF16A ? Mode::kToF16Perm : mode;
   // In shared memory: the kernel reads the operands as they lie (MN-major rows of M or N).
   const auto [A, B] = in_smem ? std::pair<Operand, Operand>{{at::Tensor(), a.data_ptr(), a.stride(1)},
                                                             {at::Tensor(), b.data_ptr(), b.stride(1)}}
-                              : prepare(a, b, mode, stream);
+                              : prepare(a, b, mode, mode_b, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
   TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
   const int BM = 64 * ch.nc * ch.waves;
   const auto dtype = elem == Elem::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const int eb = elem == Elem::kBF16 ? 2 : 1;
-  const uint32_t box_k = 128 / eb;  // one 128-byte swizzle row
+  const auto dtype_b = elem == Elem::kF16A ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : dtype;
+  const int eb = elem == Elem::kBF16 ? 2 : 1, eb_b = elem == Elem::kF16A ? 2 : eb;
   // Each CTA of a cluster loads (and multicasts) its half of the shared operand tile.
   const uint32_t a_rows = ch.cluster_n ? BM / ch.cluster : BM, b_rows = ch.cluster_n ? ch.bn : ch.bn / ch.cluster;
   // MN-major operands: boxes of 128 (or 64) M or N columns by 128 K rows, swizzled over their full width, which
@@ -467,10 +503,12 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     return make_map(o.ptr, dtype, 1, rows, K, o.ld, piece, 128,
                     piece == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   };
+  // K-major operands: boxes of one 128-byte swizzle row of K by the tile's rows.
   const CUtensorMap ma = in_smem ? mn_map(A, M, BM)
-                                 : make_map(A.ptr, dtype, eb, K, M, A.ld, box_k, a_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+                                 : make_map(A.ptr, dtype, eb, K, M, A.ld, 128 / eb, a_rows, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap mb = in_smem ? mn_map(B, N, ch.bn)
-                                 : make_map(B.ptr, dtype, eb, K, N, B.ld, box_k, b_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+                                 : make_map(B.ptr, dtype_b, eb_b, K, N, B.ld, 128 / eb_b, b_rows,
+                                            CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
                                   CU_TENSOR_MAP_SWIZZLE_NONE);
 
@@ -509,6 +547,10 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kF16, 2, 128, 1)
     FP8GEMM_CASE(Elem::kF16, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16, 1, 128, 1)
+  } else if (elem == Elem::kF16A) {
+    FP8GEMM_CASE(Elem::kF16A, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kF16A, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kF16A, 1, 128, 1)
   } else if (elem == Elem::kBF16) {
     FP8GEMM_CASE(Elem::kBF16, 2, 128, 1)
     FP8GEMM_CASE(Elem::kBF16, 2, 64, 1)

@@ -1,6 +1,7 @@
 // Operand preparation for the sm_90a kernel, which reads K-major rows through TMA: MN-major inputs are
 // transposed (shared-memory tiles, 16-byte accesses where alignment allows), fnuz bits are remapped onto fn,
-// and strict mode widens e4m3 to bf16 (exact: every e4m3/e4m3fnuz value is a bf16 value).
+// and strict mode widens e4m3 to bf16 (exact: every e4m3/e4m3fnuz value is a bf16 value) or, for the kernel that
+// widens A in registers, B to f16 with K permuted inside every 16 (kToF16Perm, below).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,7 +12,18 @@
 
 namespace fp8gemm::prep {
 
-enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz };
+enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz, kToF16Perm };
+
+// kToF16Perm (e4m3fn -> f16, exact): within every 16 K the byte pairs (K 2i, 2i + 1) are stored in the order
+// 0, 2, 4, 6, 1, 3, 5, 7 -- the K order in which the sm_90a kernel's ldmatrix-loaded A fragments hold them
+// (sm90 load_a_f16). Callers give it K % 16 == 0. A thread writes 8 outputs (16 bytes, so a warp's stores stay
+// contiguous): the even or the odd pairs of its 16-K group.
+template <Mode kMode>
+constexpr bool kPermuted = kMode == Mode::kToF16Perm;
+__device__ __forceinline__ void permuted_half(const uint32_t (&g)[4], int odd, uint32_t (&w)[2]) {
+  const uint32_t sel = odd ? 0x7632 : 0x5410;
+  w[0] = __byte_perm(g[0], g[1], sel), w[1] = __byte_perm(g[2], g[3], sel);
+}
 
 // fnuz bits read as fn are the fn value x2 (the kernel scales by 1/4); 0x80 (fnuz NaN) becomes fn NaN and
 // fnuz +-240 (bits 0x7F/0xFF, NaN in fn) saturates to fn +-448, i.e. +-224 after the 1/4 (documented).
@@ -42,11 +54,16 @@ template <>
 struct Out<Mode::kToBf16Fnuz> {
   using T = __nv_bfloat16;
 };
+template <>
+struct Out<Mode::kToF16Perm> {
+  using T = __half;
+};
 
 template <Mode kMode>
 __device__ __forceinline__ typename Out<kMode>::T convert(uint8_t b) {
   if constexpr (kMode == Mode::kCopy) return b;
   else if constexpr (kMode == Mode::kFnuzToFn) return fnuz_to_fn_bits(b);
+  else if constexpr (kMode == Mode::kToF16Perm) return __half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3));
   else return widen(b, kMode == Mode::kToBf16Fnuz);
 }
 
@@ -60,6 +77,9 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+__device__ __forceinline__ uint16_t bits16(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ uint16_t bits16(__half v) { return __half_as_ushort(v); }
+
 // The 4 bytes of w (lowest first), converted and packed into sizeof(T) words.
 template <Mode kMode>
 __device__ __forceinline__ void convert4(uint32_t w, uint32_t *o) {
@@ -72,8 +92,8 @@ __device__ __forceinline__ void convert4(uint32_t w, uint32_t *o) {
   } else {
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      o[h] = uint32_t(__bfloat16_as_ushort(convert<kMode>(uint8_t(w >> (16 * h))))) |
-             uint32_t(__bfloat16_as_ushort(convert<kMode>(uint8_t(w >> (16 * h + 8))))) << 16;
+      o[h] = uint32_t(bits16(convert<kMode>(uint8_t(w >> (16 * h))))) |
+             uint32_t(bits16(convert<kMode>(uint8_t(w >> (16 * h + 8))))) << 16;
   }
 }
 
@@ -120,35 +140,29 @@ __device__ __forceinline__ int swizzle(int r) { return (r / 16 % 8) * 4; }
 // bytes (four 16-byte loads when ld and the base are 16-byte aligned; else 4-byte words when `vec`, i.e.
 // R % 4 == 0, ld % 4 == 0 and a 4-byte aligned base; else single bytes), transposes them in registers as 4x4
 // byte blocks and writes words of 4 k; rows then leave shared memory as 16-byte stores.
-// One MN-major operand to transpose; both operands of a GEMM go in one launch (blockIdx.z picks one), so the
-// second does not wait for the first one's launch and tail.
-template <Mode kMode>
+// One MN-major operand to transpose (dst: Out<its mode>::T); both operands of a GEMM go in one launch
+// (blockIdx.z picks one, each with its own mode), so the second does not wait for the first one's launch and tail.
 struct TransposeJob {
   const uint8_t *src;
   int64_t ld;
-  typename Out<kMode>::T *dst;
+  void *dst;
   int64_t ldo;
   int R;
   bool vec;
 };
 
-template <Mode kMode>
 struct TransposeJobs {
-  TransposeJob<kMode> job[2];
+  TransposeJob job[2];
 };
 
 template <Mode kMode>
-__global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs<kMode> jobs, int K) {
-  static_assert(kTile == 128 && kThreads == 256, "one 16 r x 4 k block per thread covers the tile");
+__device__ __forceinline__ void transpose_tile(const TransposeJob &job, int K, uint32_t (&tile)[kTile][kTile / 4]) {
   using T = typename Out<kMode>::T;
-  __shared__ __align__(16) uint32_t tile[kTile][kTile / 4];
-  allow_dependents();
-  const TransposeJob<kMode> job = blockIdx.z == 0 ? jobs.job[0] : jobs.job[1];  // no dynamic index: no stack
   const uint8_t *src = job.src;
   const int64_t ld = job.ld, ldo = job.ldo;
   const int R = job.R;
   const bool vec = job.vec;
-  T *dst = job.dst;
+  T *dst = static_cast<T *>(job.dst);
   const int r0 = blockIdx.x * kTile, k0 = blockIdx.y * kTile;
   if (r0 >= R) return;  // the grid covers the taller operand
   // A warp reads 4 k rows of 128 contiguous bytes.
@@ -182,7 +196,13 @@ __global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
     const int idx = threadIdx.x + i * kThreads, rl = idx / kPerRow, kl = idx % kPerRow * kVec;
-    load_words<kVec / 4>(&tile[rl][kl / 4 ^ swizzle(rl)], w[i]);
+    if constexpr (kPermuted<kMode>) {
+      uint32_t g[4];  // the 16-K group (a whole 16-byte chunk: the swizzle moves chunks)
+      load_words<4>(&tile[rl][kl / 16 * 4 ^ swizzle(rl)], g);
+      permuted_half(g, kl / 8 % 2, w[i]);
+    } else {
+      load_words<kVec / 4>(&tile[rl][kl / 4 ^ swizzle(rl)], w[i]);
+    }
   }
 #pragma unroll
   for (int i = 0; i < kIters; ++i) {
@@ -193,6 +213,15 @@ __global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs
     for (int c = 0; c < kVec / 4; ++c) convert4<kMode>(w[i][c], o + c * sizeof(T));
     store16(reinterpret_cast<uint8_t *>(dst + (r0 + rl) * ldo + k0 + kl), o, (K - k0 - kl) * int(sizeof(T)));
   }
+}
+
+template <Mode kMode0, Mode kMode1>
+__global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs jobs, int K) {
+  static_assert(kTile == 128 && kThreads == 256, "one 16 r x 4 k block per thread covers the tile");
+  __shared__ __align__(16) uint32_t tile[kTile][kTile / 4];
+  allow_dependents();
+  if (blockIdx.z == 0) transpose_tile<kMode0>(jobs.job[0], K, tile);  // no dynamic index: no stack
+  else transpose_tile<kMode1>(jobs.job[1], K, tile);
 }
 
 // src element (r, k) at src[r * ld + k] (K-major rows); dst row-major [R][ldo]; one thread per 16-byte store
@@ -211,7 +240,17 @@ __global__ void __launch_bounds__(kThreads)
     const int r = int(g / groups), k = int(g % groups) * kVec;
     const uint8_t *s = src + r * ld + k;
     uint32_t w[kVec / 4], o[4];
-    if (wide && k + kVec <= K) {
+    if constexpr (kPermuted<kMode>) {
+      uint32_t g[4];  // the 16-K group; K % 16 == 0
+      const uint8_t *gs = s - k % 16;
+      if (ld % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+        load_words<4>(gs, g);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) g[c] = load4(gs + 4 * c, 4, vec);
+      }
+      permuted_half(g, k / 8 % 2, w);
+    } else if (wide && k + kVec <= K) {
       load_words<kVec / 4>(s, w);
     } else {
 #pragma unroll

@@ -34,12 +34,19 @@ namespace fp8gemm::sm90 {
 // transposed to K-major in shared memory by converter warps: no transpose pass over global memory, no extra
 // launch. kBF16: strict mode on operands widened to bf16 in global memory (fnuz inputs). kF16: strict mode on
 // e4m3 operands that converter warps widen to f16 in shared memory (exact: every e4m3 value is an f16 value),
-// so L2 carries fp8 bytes; products and fp32 accumulation as in the bf16 path.
-enum class Elem { kE4M3, kE4M3T, kBF16, kF16 };
+// so L2 carries fp8 bytes; products and fp32 accumulation as in the bf16 path. kF16A: strict mode with A as
+// e4m3 in shared memory, widened to f16 in the consumers' registers (wgmma's A from registers), and B widened
+// to f16 in global memory with K permuted to match (prep Mode::kToF16Perm): A crosses L2 and shared memory as
+// fp8 bytes and needs no pass.
+enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A };
 
 template <Elem E, int N>
 struct Wgmma {
   static __device__ void run(float (&d)[N / 2], uint64_t da, uint64_t db, int accumulate);
+};
+template <int N>
+struct WgmmaRegA {  // f16, A from registers
+  static __device__ void run(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int accumulate);
 };
 
 #ifdef FP8GEMM_SM90A
@@ -85,6 +92,8 @@ struct ElemInfo<Elem::kBF16> {
 template <>
 struct ElemInfo<Elem::kF16> : ElemInfo<Elem::kBF16> {};
 template <>
+struct ElemInfo<Elem::kF16A> : ElemInfo<Elem::kBF16> {};
+template <>
 struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
 
 // Width in bytes of M or N of the MN-major boxes a transposing tile loads (its A or B pieces; the host's tensor
@@ -98,12 +107,14 @@ template <Elem E, int NC, int BN, int W>
 struct Config {
   static constexpr int BM = 64 * NC * W;
   static constexpr int kSub = ElemInfo<E>::kSub;
-  static constexpr int kABytes = BM * kRowBytes * kSub;
+  static constexpr bool kRegA = E == Elem::kF16A;  // A: e4m3 rows (one 128-byte atom per 128 K), into registers
+  static constexpr int kSubA = kRegA ? 1 : kSub;
+  static constexpr int kABytes = BM * kRowBytes * kSubA;
   static constexpr int kBBytes = BN * kRowBytes * kSub;
   static constexpr int kScaleBytes = BM * 4;
   static constexpr bool kTranspose = E == Elem::kE4M3T;
   static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
-  static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : E;       // the wgmma input type
+  static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : kRegA ? Elem::kF16 : E;  // the wgmma input type
   // One e4m3 stage as TMA delivers it: A then B, K-major rows (kF16) or, transposing, MN-major column pieces
   // of kPiece{A,B} bytes x 128 K rows; then, at kRawScales, A's scales, which the converters copy into the
   // wgmma stage.
@@ -299,6 +310,42 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
 
 __device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
 
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
+// The e4m3 pair in bytes 2h, 2h + 1 of w as f16x2 (exact; the lower byte in the lower half).
+__device__ __forceinline__ uint32_t f16x2_of_e4m3x2(uint32_t w, int h) {
+  const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
+  return uint32_t(r.x) | uint32_t(r.y) << 16;
+}
+
+// kF16A: one warp's A fragments for wgmma m64nNk16 with A from registers (the mma.m16n8k16 layout: rows g and
+// g + 8, K pairs 2c and 2c + 8 of each 16 K), from its 16 rows of the e4m3 tile (128-byte rows, 128-byte swizzle,
+// `rows` 1024-byte aligned up to a multiple of 16 rows). ldsm_a_e4m3 loads a 128-K block's bytes, four
+// ldmatrix.x4 (pair p: K bytes 32p .. 32p + 31, the k16 steps 2p and 2p + 1); widen_a_pair makes a pair's two
+// steps of f16 fragments. ldmatrix hands thread c of a row 4 consecutive K bytes, so the fragment's K pairs
+// 2c / 2c + 8 hold K 4c, 4c + 1 / 4c + 2, 4c + 3: B is stored with the same permutation of every 16 K (prep
+// Mode::kToF16Perm), which leaves the products unchanged.
+__device__ __forceinline__ void ldsm_a_e4m3(uint32_t (&raw)[4][4], uint32_t rows, int lane) {
+  const int row = (lane & 7) + (lane & 8);  // matrices 0 / 2: rows 0-7, 1 / 3: rows 8-15
+#pragma unroll
+  for (int pair = 0; pair < 4; ++pair) {
+    const int chunk = 2 * pair + (lane >> 4);
+    ldsm_x4(rows + row * kRowBytes + ((chunk ^ (row & 7)) << 4), raw[pair]);
+  }
+}
+__device__ __forceinline__ void widen_a_pair(const uint32_t (&raw)[4], uint32_t (&even)[4], uint32_t (&odd)[4]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t(&f)[4] = q < 2 ? even : odd;
+    f[q % 2] = f16x2_of_e4m3x2(raw[q], 0), f[q % 2 + 2] = f16x2_of_e4m3x2(raw[q], 1);
+  }
+}
+
 // kF16 converters (`ct`: 0 .. 32 * kWarps - 1): e4m3 stage -> f16 stage. One job = one 16-byte chunk (16 K)
 // of one row, read through the 128-byte swizzle and written as two f16 chunks of the same row in the two-atom
 // f16 layout.
@@ -323,11 +370,7 @@ __device__ __forceinline__ void widen_stage(uint32_t src, uint32_t dst, int ct) 
       const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
       uint32_t o[8];
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
-        const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-            static_cast<__nv_fp8x2_storage_t>(w[q / 2] >> (16 * (q % 2))), __NV_E4M3);
-        o[q] = uint32_t(h.x) | uint32_t(h.y) << 16;
-      }
+      for (int q = 0; q < 8; ++q) o[q] = f16x2_of_e4m3x2(w[q / 2], q % 2);
       const int c2 = 2 * (chunk % 4);
       sts128(d + ((c2 ^ swz) * 16), o[0], o[1], o[2], o[3]);
       sts128(d + (((c2 + 1) ^ swz) * 16), o[4], o[5], o[6], o[7]);
@@ -527,7 +570,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
                 tma_load_2d(dst, map, &full[s], k_elem, row0);
               }
             };
-            load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
+            if (sub < C::kSubA) load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
             load(b_dst + sub * BN * kRowBytes, &map_b, BN, nb * BN, p.cluster > 1 && !p.cluster_n);
           }
           tma_load_2d(scales + s * BM, &map_as, &full[s], mb * BM, kb);
@@ -590,7 +633,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
     // consumers, which already overlap each other).
-    constexpr bool kDoubleAcc = NC == 1 && W == 1 && 3 * kAcc + 40 <= C::kConsumerRegs;
+    // (Not with A in registers: the next block's fragments would be written while the wgmma still read these.)
+    constexpr bool kDoubleAcc = NC == 1 && W == 1 && !C::kRegA && 3 * kAcc + 40 <= C::kConsumerRegs;
     // res[w][i ^ kSwap] holds accumulator element i. With one accumulator, ptxas gives both arrays quad-aligned
     // registers, so unswapped every promotion FMA reads accumulator and result from the same register bank (a
     // dispatch stall each, seen with ncu); swapping each pair's two columns avoids it (the epilogues swap
@@ -657,13 +701,23 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         auto issue = [&](float(&a)[kAcc], int s, int w) __attribute__((always_inline)) {
           const uint32_t stage = tiles_u32 + s * (C::kABytes + C::kBBytes);
           const uint64_t a_desc = smem_desc(stage + first_row * kRowBytes), b_desc = smem_desc(stage + C::kABytes);
+          // A from registers: the block's e4m3 bytes loaded at once, each pair of steps widened just before its
+          // wgmma (so the first run while the rest widen); every step's registers live until the wgmma wait.
+          [[maybe_unused]] uint32_t raw[C::kRegA ? 4 : 1][4], fa[C::kRegA ? kSteps : 1][4];
+          if constexpr (C::kRegA) ldsm_a_e4m3(raw, stage + (first_row + 64 * w + warp * 16) * kRowBytes, lane);
           fence_regs(a);
-          asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
           for (int step = 0; step < kSteps; ++step) {
+            if (step == 0 || (C::kRegA && step % 2 == 0)) {
+              if constexpr (C::kRegA) widen_a_pair(raw[step / 2 % 4], fa[step % kSteps], fa[(step + 1) % kSteps]);
+              asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+            }
             const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
-            Wgmma<C::kMma, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off),
-                                    desc_plus(b_desc, sub * BN * kRowBytes + off), step > 0);
+            const uint64_t b = desc_plus(b_desc, sub * BN * kRowBytes + off);
+            if constexpr (C::kRegA)
+              WgmmaRegA<BN>::run(a, fa[step % kSteps], b, step > 0);
+            else
+              Wgmma<C::kMma, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off), b, step > 0);
           }
           asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         };

@@ -24,6 +24,13 @@ FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2",
                 "2,144,1,n2", "2,128,t,1,2", "2,192,t", "2,128,t,n2,2", "2,192,t,m2",
                 "3,128,1", "3,128,3", "3,128,1,n2", "3,128,2,m2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
+# Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
+# K % 16 == 0), both widened to bf16 in global memory, or both to f16 in shared memory by converter warps.
+STRICT_PATHS = {
+    "f16-reg-a": {},
+    "bf16-global": {"FP8GEMM_STRICT_BF16": "1"},
+    "f16-smem": {"FP8GEMM_STRICT_F16": "1"},
+}
 
 
 @pytest.fixture
@@ -72,21 +79,31 @@ def test_many_units_per_cta_strict(fp8_gemm_cuda, env, config):
     check(fp8_gemm_cuda, 2048, 4096, 1024, True, "strict", seed=9)
 
 
-@pytest.mark.parametrize("f16", ["0", "1"], ids=["bf16-global", "f16-smem"])
+@pytest.mark.parametrize("path", STRICT_PATHS)
 @pytest.mark.parametrize("config", STRICT_CONFIGS)
 @pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304)])
-def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k, f16):
-    env.setenv("FP8GEMM_STRICT_F16", f16)
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
+def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k, path, mn_major):
+    for name, value in STRICT_PATHS[path].items():
+        env.setenv(name, value)
     env.setenv("FP8GEMM_CONFIG", config)
-    check(fp8_gemm_cuda, m, n, k, True, "strict", seed=n)
+    check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=n)
 
 
+@pytest.mark.parametrize("path", ["f16-reg-a", "f16-smem"])
 @pytest.mark.parametrize("config", STRICT_CONFIGS)
-def test_many_units_per_cta_strict_f16(fp8_gemm_cuda, env, config):
-    env.setenv("FP8GEMM_STRICT_F16", "1")
+def test_many_units_per_cta_strict_f16(fp8_gemm_cuda, env, config, path):
+    for name, value in STRICT_PATHS[path].items():
+        env.setenv(name, value)
     env.setenv("FP8GEMM_CONFIG", config)
     check(fp8_gemm_cuda, 2048, 4096, 1024, True, "strict", seed=10)
     check(fp8_gemm_cuda, 1024, 576, 7168, False, "strict", seed=12)
+
+
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
+def test_strict_k_not_multiple_of_16(fp8_gemm_cuda, mn_major):
+    # A widened in registers needs B's K permuted in groups of 16: other K take the bf16 path
+    check(fp8_gemm_cuda, 200, 384, 1000, mn_major, "strict", seed=13)
 
 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem; the cost model's other choice is the
