@@ -1,8 +1,9 @@
-// sm_90a block-scaled GEMM: TMA -> multi-stage mbarrier ring -> wgmma (e4m3 k32, or bf16 k16 for strict mode)
-// with FP32 promotion per 128-K block, persistent CTAs over (tile, K-split) work units, grouped rasterisation.
+// sm_90a block-scaled GEMM: TMA -> multi-stage mbarrier ring -> wgmma (e4m3 k32; for strict mode f16 k16 with A
+// widened from e4m3 in registers, or bf16 k16) with FP32 promotion per 128-K block, persistent CTAs over
+// (tile, K-split) work units, grouped rasterisation.
 //
 // CTA = 1 producer warpgroup (one thread issues TMA) + NC consumer warpgroups (W waves of 64 rows each).
-// Per 128-K block and wave a consumer issues 4 (fp8) or 8 (bf16) wgmma into a fresh accumulator, waits and
+// Per 128-K block and wave a consumer issues 4 (fp8) or 8 (16-bit) wgmma into a fresh accumulator, waits and
 // folds acc * a_scale[row] * b_scale[col/128] into that wave's FP32 result (after the last wave it releases the
 // stage); with NC = 2 or 3 one warpgroup's promotion overlaps another's tensor-core work, and a lone consumer
 // (NC = 1) double-buffers its accumulator so that its next block's wgmma run while it promotes. W = 2 gives
