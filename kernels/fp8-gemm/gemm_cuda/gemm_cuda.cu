@@ -6,8 +6,11 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cudaTypedefs.h>
 
+#include <unistd.h>  // environ
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -138,12 +141,42 @@ bool has_tile(const Shape (&shapes)[NS], const Choice &c) {
   return false;
 }
 
-// FP8GEMM_CONFIG="nc,bn,splits[,cluster[,waves]]" forces a configuration (benchmark sweeps; not for production
-// use). splits: a count, or t = none but the partial last wave's tiles split; cluster: 1; m2 (or 2) = two CTAs
-// on adjacent M blocks multicasting B; n2 = adjacent N blocks multicasting A.
-bool config_override(Choice &c) {
-  const char *env = std::getenv("FP8GEMM_CONFIG");
-  if (env == nullptr || *env == '\0') return false;
+// Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
+// FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
+// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes the
+// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200), FP8GEMM_STRICT_BF16=1
+// its bf16 pass (instead of A widened in registers), FP8GEMM_MN=smem or pass forces how fast mode handles
+// MN-major operands, FP8GEMM_CONFIG a configuration (config_override). Read per call (tests switch them
+// between calls) in one scan of the environment: each getenv scans it again.
+struct Switches {
+  std::string config, mn;
+  bool force_generic = false, register_epilogue = false, verbose = false, strict_f16 = false, strict_bf16 = false;
+};
+
+Switches read_switches() {
+  Switches s;
+  for (char **e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "FP8GEMM_", 8) != 0) continue;
+    const char *name = *e + 8, *eq = std::strchr(name, '=');
+    if (eq == nullptr) continue;
+    const std::string key(name, eq - name), value(eq + 1);
+    const bool on = value == "1";
+    if (key == "CONFIG") s.config = value;
+    else if (key == "MN") s.mn = value;
+    else if (key == "FORCE_GENERIC") s.force_generic = on;
+    else if (key == "REGISTER_EPILOGUE") s.register_epilogue = on;
+    else if (key == "VERBOSE") s.verbose = on;
+    else if (key == "STRICT_F16") s.strict_f16 = on;
+    else if (key == "STRICT_BF16") s.strict_bf16 = on;
+  }
+  return s;
+}
+
+// FP8GEMM_CONFIG="nc,bn,splits[,cluster[,waves]]" (`env`) forces a configuration (benchmark sweeps; not for
+// production use). splits: a count, or t = none but the partial last wave's tiles split; cluster: 1; m2 (or 2)
+// = two CTAs on adjacent M blocks multicasting B; n2 = adjacent N blocks multicasting A.
+bool config_override(Choice &c, const std::string &env) {
+  if (env.empty()) return false;
   std::vector<std::string> f;
   std::stringstream in(env);
   for (std::string item; std::getline(in, item, ',');) f.push_back(item);
@@ -222,18 +255,6 @@ CUtensorMap make_map(const void *base, CUtensorMapDataType type, int elem_bytes,
 }
 
 bool aligned(const void *p, size_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
-
-// Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
-// FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
-// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes the
-// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200), FP8GEMM_STRICT_BF16=1
-// its bf16 pass (instead of A widened in registers), FP8GEMM_MN=smem or pass forces how fast mode handles
-// MN-major operands.
-std::string env_value(const char *name) {
-  const char *env = std::getenv(name);
-  return env == nullptr ? std::string() : std::string(env);
-}
-bool env_flag(const char *name) { return env_value(name) == "1"; }
 
 // An MN-major operand (R x K, R contiguous) whose K rows TMA can read: 16-byte row pitch and base.
 bool mn_major_tma(const at::Tensor &t) {
@@ -356,7 +377,8 @@ int *split_counters(const at::Device &device, int64_t tiles) {
 // Launches one configuration; `like` gives the device and options of the split-K workspace it allocates.
 template <Elem E, int NC, int BN, int W>
 void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &ms, const CUtensorMap &mc,
-                 fp8gemm::sm90::Params p, bool tail, const at::Tensor &like, int sms, cudaStream_t stream) {
+                 fp8gemm::sm90::Params p, bool tail, const at::Tensor &like, int sms, bool verbose,
+                 cudaStream_t stream) {
   using Cfg = fp8gemm::sm90::Config<E, NC, BN, W>;
   auto *kernel = fp8gemm::sm90::gemm_kernel<E, NC, BN, W>;
   // Converting kernels: a double-buffered wgmma ring and as deep an e4m3 ring as fits (a third wgmma stage
@@ -423,7 +445,7 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
     p.counters = split_counters(like.device(), ctiles * p.cluster);
   }
   cfg.gridDim = dim3(int(std::min<int64_t>(units, fit)) * p.cluster);
-  if (env_flag("FP8GEMM_VERBOSE")) {
+  if (verbose) {
     std::fprintf(stderr,
                  "fp8gemm: M=%d N=%d K=%d elem=%d nc=%d waves=%d bn=%d splits=%d (last %lld tiles: %d) cluster=%d%s "
                  "(at most %d resident) stages=%d+%d smem=%d grid=%u tma_store=%d\n",
@@ -436,7 +458,7 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
 }
 
 void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scale, const at::Tensor &b_scale,
-              at::Tensor &c, bool strict) {
+              at::Tensor &c, bool strict, const Switches &sw) {
   const int dev = a.device().index();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(dev).stream();
   const bool fnuz = a.scalar_type() == at::kFloat8_e4m3fnuz;
@@ -445,14 +467,14 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
 
   // Strict mode widens to bf16 in global memory; FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory
   // instead (not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
-  const bool f16 = strict && !fnuz && env_flag("FP8GEMM_STRICT_F16");
+  const bool f16 = strict && !fnuz && sw.strict_f16;
   // Otherwise e4m3fn operands with K % 16 == 0 (B's K permutation works in groups of 16) keep A in fp8 and widen
   // it in the consumers' registers (Elem::kF16A); FP8GEMM_STRICT_BF16=1 forces the bf16 path (benchmarks).
-  const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !env_flag("FP8GEMM_STRICT_BF16");
+  const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
   // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
   // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;
   // FP8GEMM_MN=smem or pass forces one (benchmarks, tests).
-  const std::string mn = env_value("FP8GEMM_MN");
+  const std::string &mn = sw.mn;
   TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass", "gemm: FP8GEMM_MN must be \"smem\" or \"pass\", got \"",
               mn, "\"");
   Choice ch{};
@@ -469,7 +491,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
          : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2)
                  : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
   }
-  if (config_override(ch) && in_smem && !has_tile(kFp8MNShapes, ch)) {
+  if (config_override(ch, sw.config) && in_smem && !has_tile(kFp8MNShapes, ch)) {
     TORCH_CHECK(mn != "smem", "gemm: FP8GEMM_MN=smem has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
                 ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
     in_smem = false;  // a forced tile the shared-memory transpose does not compile: transpose pass
@@ -527,17 +549,17 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // boxes are 64 rows by store_cols() columns, one swizzle span; tiles whose BN is not a multiple of 32 store
   // from registers.
   p.tma_store = elem != Elem::kF16 && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
-                !env_flag("FP8GEMM_REGISTER_EPILOGUE");
+                !sw.register_epilogue;
   const int store_cols = fp8gemm::sm90::store_cols(ch.bn);
   const auto store_swizzle = store_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N,
                                                 store_cols, 64, store_swizzle)
                                      : ma;  // unused by the kernel
 
-#define FP8GEMM_CASE(E, NC, BN, W)                                       \
-  if (ch.nc == NC && ch.bn == BN && ch.waves == W) {                     \
-    launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, ch.tail, a, sms, stream); \
-    return;                                                              \
+#define FP8GEMM_CASE(E, NC, BN, W)                                                     \
+  if (ch.nc == NC && ch.bn == BN && ch.waves == W) {                                   \
+    launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, ch.tail, a, sms, sw.verbose, stream); \
+    return;                                                                            \
   }
   if (elem == Elem::kE4M3T) {
     FP8GEMM_CASE(Elem::kE4M3T, 2, 128, 1)
@@ -605,8 +627,9 @@ void gemm_cuda(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_sca
     if (it == fast.end()) it = fast.emplace(a.device().index(), has_sm90a(a.device().index())).first;
     use_fast = it->second;
   }
-  if (use_fast && !env_flag("FP8GEMM_FORCE_GENERIC") && aligned(c.data_ptr(), 4)) {
-    return run_sm90(a, b, a_scale, b_scale, c, strict);
+  const Switches sw = read_switches();
+  if (use_fast && !sw.force_generic && aligned(c.data_ptr(), 4)) {
+    return run_sm90(a, b, a_scale, b_scale, c, strict, sw);
   }
   run_generic(a, b, a_scale, b_scale, c);  // exact fp32 products: meets both precision modes
 }
