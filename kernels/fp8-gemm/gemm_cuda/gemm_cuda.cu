@@ -101,8 +101,11 @@ double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
 }
 // Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
-// Strict mode with A widened in registers (Elem::kF16A): guessed from the bf16 rows (a third fewer bytes per
-// block through L2 and shared memory).
+// Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649): not fitted yet
+// (the strict sweeps in bench/results/logs measured the bf16 path), guessed from the bf16 rows for a third
+// fewer bytes per block through L2 and shared memory. A probe of its first version on four challenge shapes
+// had 128x128 fastest on each (logs/fp8-gemm-ab-strict-reg-a-c822649.log); these constants pick it on 16 of
+// the 18, the bf16 ones' pick on 17.
 constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.05}, {2, 1, 64, 1, 0, 0.68}, {1, 1, 128, 1, 0, 0.66}};
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
