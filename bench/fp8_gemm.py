@@ -1,6 +1,7 @@
 """Benchmarks kernels/fp8-gemm on a CUDA GPU against torch._scaled_mm blockwise (cuBLASLt), in the same run.
 
-    python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR] [--sweep [mn|fast]]
+    python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR]
+                             [--sweep [mn|fast|strict]]
 
 Per shape (18 challenge + 12 DeepSeek-V3): fresh randn inputs, a float64 reference, the output poisoned with
 NaN before each checked call; then
@@ -12,8 +13,9 @@ cuBLAS runs on K-major copies with the scale layouts it needs; its correctness i
 wrong when K/128 is not a multiple of 4). --sweep also times every compiled tile shape x K split per shape
 (FP8GEMM_CONFIG), fast and strict, and the MN-major layout's shared-memory transpose tiles against its
 transpose pass, for tuning the heuristic (bench/fp8_gemm_fit.py); --sweep mn only the last. Writes
-fp8-gemm-h200.json and fp8-gemm-h200.md. --sweep fast times only the cost model's K-major candidates x splits
-(and the heuristic's pick) per shape, nothing else, into fp8-gemm-sweep-fast.json.
+fp8-gemm-h200.json and fp8-gemm-h200.md. --sweep fast (strict) times only that mode's cost-model candidates x
+splits and the heuristic's pick on K-major operands per shape, nothing else, into fp8-gemm-sweep-fast.json
+(-strict.json).
 """
 
 import argparse
@@ -57,7 +59,7 @@ FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
-# Strict mode (bf16 kernels): every compiled tile shape x K split, no clusters.
+# Strict mode (16-bit kernels): every compiled tile shape x K split, no clusters.
 STRICT_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
@@ -327,8 +329,8 @@ def main():
     ap.add_argument("--nvcc", default="unknown", help="nvcc version the .so was built with")
     ap.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--shapes", choices=["challenge", "deepseek", "all"], default="all")
-    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn", "fast"],
-                    help="also time configurations (fast: only those, K-major fast mode)")  # fmt: skip
+    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn", "fast", "strict"],
+                    help="also time configurations (fast, strict: only those, K-major)")  # fmt: skip
     args = ap.parse_args()
 
     ops = load_ops(args.so)
@@ -337,10 +339,10 @@ def main():
     records = []
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if args.sweep == "fast":
-        records = [sweep_fast_shape(ops, m, n, k) for m, n, k in shapes]
+    if args.sweep in ("fast", "strict"):
+        records = [sweep_model_shape(ops, m, n, k, args.sweep) for m, n, k in shapes]
         doc = dict(**run_meta(args), records=records)
-        (out / "fp8-gemm-sweep-fast.json").write_text(json.dumps(doc, indent=1))
+        (out / f"fp8-gemm-sweep-{args.sweep}.json").write_text(json.dumps(doc, indent=1))
         return
     for m, n, k in shapes:
         seed_shape(m, n, k)
@@ -374,17 +376,20 @@ def run_meta(args):
                 timing=TIMING)  # fmt: skip
 
 
-def sweep_fast_shape(ops, m, n, k):
-    """`--sweep fast`: the heuristic's pick and FAST_MODEL_SWEEP on K-major operands, one record."""
+def sweep_model_shape(ops, m, n, k, mode):
+    """`--sweep fast|strict`: the heuristic's pick and the cost model's candidates x splits
+    (FAST_MODEL_SWEEP or STRICT_SWEEP) on K-major operands, one record."""
+    op, configs = (ops.gemm, FAST_MODEL_SWEEP) if mode == "fast" else (ops.gemm_strict, STRICT_SWEEP)
     seed_shape(m, n, k)
     x = make_inputs(m, n, k, False)
     ref = reference(*x)
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
-    err, bad = checked(ops.gemm, x, c, ref)
-    us = kernel_us(lambda: ops.gemm(*x, c), rep=30)
-    rec = dict(M=m, N=n, K=k, layout="k-major", mode="fast", kforge_us=us,
-               kforge_correct=err < FAST_BAR, kforge_rel_err=err, kforge_strict_bad=bad,
-               sweep=sweep_shape(ops.gemm, x, ref, FAST_MODEL_SWEEP, []))  # fmt: skip
+    err, bad = checked(op, x, c, ref)
+    us = kernel_us(lambda: op(*x, c), rep=30)
+    correct = bad == 0 if mode == "strict" else err < FAST_BAR
+    rec = dict(M=m, N=n, K=k, layout="k-major", mode=mode, kforge_us=us,
+               kforge_correct=correct, kforge_rel_err=err, kforge_strict_bad=bad,
+               sweep=sweep_shape(op, x, ref, configs, []))  # fmt: skip
     best = min(rec["sweep"].items(), key=lambda kv: kv[1]["us"])
     print(f"{m:5d} {n:5d} {k:5d} auto {us:7.1f}us  best {best[0]} {best[1]['us']:7.1f}us", flush=True)
     return rec
