@@ -16,8 +16,8 @@ enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz, kToF16Perm };
 
 // kToF16Perm (e4m3fn -> f16, exact): within every 16 K the byte pairs (K 2i, 2i + 1) are stored in the order
 // 0, 2, 4, 6, 1, 3, 5, 7 -- the K order in which the sm_90a kernel's ldmatrix-loaded A fragments hold them
-// (sm90 load_a_f16). Callers give it K % 16 == 0. A thread writes 8 outputs (16 bytes, so a warp's stores stay
-// contiguous): the even or the odd pairs of its 16-K group.
+// (sm90 ldsm_a_e4m3 / widen_a_pair). Callers give it K % 16 == 0. A thread writes 8 outputs (16 bytes, so a
+// warp's stores stay contiguous): the even or the odd pairs of its 16-K group.
 template <Mode kMode>
 constexpr bool kPermuted = kMode == Mode::kToF16Perm;
 __device__ __forceinline__ void permuted_half(const uint32_t (&g)[4], int odd, uint32_t (&w)[2]) {
@@ -141,7 +141,8 @@ __device__ __forceinline__ int swizzle(int r) { return (r / 16 % 8) * 4; }
 // R % 4 == 0, ld % 4 == 0 and a 4-byte aligned base; else single bytes), transposes them in registers as 4x4
 // byte blocks and writes words of 4 k; rows then leave shared memory as 16-byte stores.
 // One MN-major operand to transpose (dst: Out<its mode>::T); both operands of a GEMM go in one launch
-// (blockIdx.z picks one, each with its own mode), so the second does not wait for the first one's launch and tail.
+// (blockIdx.z picks one, each with its own mode), so the second does not wait for the first one's launch and
+// tail.
 struct TransposeJob {
   const uint8_t *src;
   int64_t ld;
