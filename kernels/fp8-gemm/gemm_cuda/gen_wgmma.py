@@ -13,42 +13,46 @@ FORMS = {
 }
 
 
-def wrapper(kind: str, n: int) -> str:
-    types, k, imms = FORMS[kind]
+def asm_wrapper(head: str, n: int, shape: str, operands: str, imms: str, inputs: list[str]) -> str:
+    """One wrapper: `head` is the specialisation's signature; the N/2 accumulators are %0 .. %N/2-1 and
+    `inputs` (constraints) follow them, the accumulate flag last; `operands` names the A and B inputs."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     cons = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
     return (
-        f"template <> __device__ __forceinline__ void Wgmma<Elem::k{kind.upper()}, {n}>::run(\n"
-        f"    float (&d)[{regs}], uint64_t da, uint64_t db, int accumulate) {{\n"
+        f"{head} {{\n"
         f"  asm volatile(\n"
-        f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k{k}.{types} "\n'
-        f'      "{{{outs}}}, %{regs}, %{regs + 1}, p, {imms};\\n}}\\n"\n'
+        f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + len(inputs) - 1}, 0;\\n"\n'
+        f'      "wgmma.mma_async.sync.aligned.m64n{n}{shape} "\n'
+        f'      "{{{outs}}}, {operands}, p, {imms};\\n}}\\n"\n'
         f"      : {cons}\n"
-        f'      : "l"(da), "l"(db), "r"(accumulate));\n'
+        f"      : {', '.join(inputs)});\n"
         f"}}\n"
     )
+
+
+def wrapper(kind: str, n: int) -> str:
+    types, k, imms = FORMS[kind]
+    regs = n // 2
+    head = (
+        f"template <> __device__ __forceinline__ void Wgmma<Elem::k{kind.upper()}, {n}>::run(\n"
+        f"    float (&d)[{regs}], uint64_t da, uint64_t db, int accumulate)"
+    )
+    inputs = ['"l"(da)', '"l"(db)', '"r"(accumulate)']
+    return asm_wrapper(head, n, f"k{k}.{types}", f"%{regs}, %{regs + 1}", imms, inputs)
 
 
 def wrapper_reg_a(n: int) -> str:
     """f16 with A from registers (four f16x2 per thread, the mma.m16n8k16 A layout per warp) and B from shared
     memory: the strict kernel that widens e4m3 A in registers."""
     regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    cons = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    a = ", ".join(f"%{regs + i}" for i in range(4))
-    return (
+    head = (
         f"template <> __device__ __forceinline__ void WgmmaRegA<{n}>::run(\n"
-        f"    float (&d)[{regs}], const uint32_t (&a)[4], uint64_t db, int accumulate) {{\n"
-        f"  asm volatile(\n"
-        f'      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"\n'
-        f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 "\n'
-        f'      "{{{outs}}}, {{{a}}}, %{regs + 4}, p, 1, 1, 0;\\n}}\\n"\n'
-        f"      : {cons}\n"
-        f'      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));\n'
-        f"}}\n"
+        f"    float (&d)[{regs}], const uint32_t (&a)[4], uint64_t db, int accumulate)"
     )
+    a = ", ".join(f"%{regs + i}" for i in range(4))
+    inputs = [f'"r"(a[{i}])' for i in range(4)] + ['"l"(db)', '"r"(accumulate)']
+    return asm_wrapper(head, n, "k16.f32.f16.f16", f"{{{a}}}, %{regs + 4}", "1, 1, 0", inputs)
 
 
 def main() -> None:
