@@ -710,13 +710,13 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
           for (int step = 0; step < kSteps; ++step) {
             if (step == 0 || (C::kRegA && step % 2 == 0)) {
-              if constexpr (C::kRegA) widen_a_pair(raw[step / 2 % 4], fa[step % kSteps], fa[(step + 1) % kSteps]);
+              if constexpr (C::kRegA) widen_a_pair(raw[step / 2], fa[step], fa[step + 1]);
               asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
             }
             const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;
             const uint64_t b = desc_plus(b_desc, sub * BN * kRowBytes + off);
             if constexpr (C::kRegA)
-              WgmmaRegA<BN>::run(a, fa[step % kSteps], b, step > 0);
+              WgmmaRegA<BN>::run(a, fa[step], b, step > 0);
             else
               Wgmma<C::kMma, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off), b, step > 0);
           }
