@@ -14,8 +14,8 @@
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <unordered_map>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -278,18 +278,32 @@ struct Plan {
   at::Tensor src;
 };
 
+// How an operand prepared in `mode` lies in global memory: its element's bytes, tensor-map type and torch type.
+struct Stored {
+  int bytes;
+  CUtensorMapDataType map_type;
+  at::ScalarType type;
+};
+Stored stored(Mode mode) {
+  switch (mode) {
+    case Mode::kToBf16Fn:
+    case Mode::kToBf16Fnuz: return {2, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, at::kBFloat16};
+    case Mode::kToF16Perm: return {2, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, at::kHalf};
+    default: return {1, CU_TENSOR_MAP_DATA_TYPE_UINT8, at::kByte};
+  }
+}
+
 Plan plan(const at::Tensor &t_in, Mode mode) {
   const int64_t R = t_in.size(0), K = t_in.size(1);
-  const bool wide = mode == Mode::kToBf16Fn || mode == Mode::kToBf16Fnuz || mode == Mode::kToF16Perm;
   if (mode == Mode::kCopy && t_in.stride(1) == 1 && (t_in.stride(0) % 16 == 0 || R == 1) &&
       aligned(t_in.data_ptr(), 16)) {
     return {{at::Tensor(), t_in.data_ptr(), R == 1 ? round_up(K, 16) : t_in.stride(0)}, at::Tensor()};
   }
   // The kernels handle the K-major and MN-major layouts; anything else is made K-major first.
   const at::Tensor t = (t_in.stride(1) == 1 || t_in.stride(0) == 1) ? t_in : t_in.contiguous();
-  const int64_t ldo = round_up(K, wide ? 8 : 16);  // TMA row pitch must be a multiple of 16 bytes
-  const auto type = mode == Mode::kToF16Perm ? at::kHalf : wide ? at::kBFloat16 : at::kByte;
-  at::Tensor out = at::empty({R, ldo}, t.options().dtype(type));
+  const Stored elem = stored(mode);
+  const int64_t ldo = round_up(K, 16 / elem.bytes);  // TMA row pitch must be a multiple of 16 bytes
+  at::Tensor out = at::empty({R, ldo}, t.options().dtype(elem.type));
   return {{out, out.data_ptr(), ldo}, t};
 }
 
@@ -468,11 +482,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const int64_t M = a.size(0), K = a.size(1), N = b.size(0), KB = cdiv(K, 128);
   const int sms = device_sms(dev);
 
-  // Strict mode widens to bf16 in global memory; FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory
-  // instead (not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
+  // Strict mode: e4m3fn operands with K % 16 == 0 (B's K permutation works in groups of 16) keep A in fp8 and
+  // widen it in the consumers' registers (Elem::kF16A); the others, or FP8GEMM_STRICT_BF16=1, widen both to
+  // bf16 in global memory. FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory instead (not for fnuz,
+  // whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
   const bool f16 = strict && !fnuz && sw.strict_f16;
-  // Otherwise e4m3fn operands with K % 16 == 0 (B's K permutation works in groups of 16) keep A in fp8 and widen
-  // it in the consumers' registers (Elem::kF16A); FP8GEMM_STRICT_BF16=1 forces the bf16 path (benchmarks).
   const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
   // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
   // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;
@@ -516,23 +530,22 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const Operand AS = prepare_a_scale(a_scale, M, KB);
   TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
   const int BM = 64 * ch.nc * ch.waves;
-  const auto dtype = elem == Elem::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const auto dtype_b = elem == Elem::kF16A ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : dtype;
-  const int eb = elem == Elem::kBF16 ? 2 : 1, eb_b = elem == Elem::kF16A ? 2 : eb;
+  const Stored sa = stored(mode), sb = stored(mode_b);  // the prepared K-major operands' element types
   // Each CTA of a cluster loads (and multicasts) its half of the shared operand tile.
   const uint32_t a_rows = ch.cluster_n ? BM / ch.cluster : BM, b_rows = ch.cluster_n ? ch.bn : ch.bn / ch.cluster;
-  // MN-major operands: boxes of 128 (or 64) M or N columns by 128 K rows, swizzled over their full width, which
-  // the converters read.
+  // MN-major e4m3 operands: boxes of 128 (or 64) M or N columns by 128 K rows, swizzled over their full width,
+  // which the converters read.
   auto mn_map = [&](const Operand &o, int64_t rows, int tile) {
     const int piece = fp8gemm::sm90::mn_piece(tile);
-    return make_map(o.ptr, dtype, 1, rows, K, o.ld, piece, 128,
+    return make_map(o.ptr, CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, rows, K, o.ld, piece, 128,
                     piece == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   };
   // K-major operands: boxes of one 128-byte swizzle row of K by the tile's rows.
   const CUtensorMap ma = in_smem ? mn_map(A, M, BM)
-                                 : make_map(A.ptr, dtype, eb, K, M, A.ld, 128 / eb, a_rows, CU_TENSOR_MAP_SWIZZLE_128B);
+                                 : make_map(A.ptr, sa.map_type, sa.bytes, K, M, A.ld, 128 / sa.bytes, a_rows,
+                                            CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap mb = in_smem ? mn_map(B, N, ch.bn)
-                                 : make_map(B.ptr, dtype_b, eb_b, K, N, B.ld, 128 / eb_b, b_rows,
+                                 : make_map(B.ptr, sb.map_type, sb.bytes, K, N, B.ld, 128 / sb.bytes, b_rows,
                                             CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
                                   CU_TENSOR_MAP_SWIZZLE_NONE);
