@@ -59,8 +59,9 @@ FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
-# Strict mode (16-bit kernels): every compiled tile shape x K split, no clusters.
-STRICT_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
+# Strict mode (16-bit kernels): every tile (nc, bn, waves) of kF16AShapes x K split, no clusters.
+STRICT_TILES = [(2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2), (3, 128, 1)]
+STRICT_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in STRICT_TILES for s in (1, 2, 4)]
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
@@ -129,6 +130,11 @@ def verdict(out, ref):
     err = float((out.double() - ref).norm() / ref.norm())
     bad = int((~((out.double() - ref).abs() <= 1e-3 + 2e-2 * ref.abs())).sum())
     return err, bad
+
+
+def worst_margin(out, ref):
+    """max |out - ref| / (1e-3 + 2e-2 |ref|): how close the worst element comes to failing strict (1.0)."""
+    return float(((out.double() - ref).abs() / (1e-3 + 2e-2 * ref.abs())).max())
 
 
 def kernel_us(fn, rep=100):

@@ -6,8 +6,9 @@
 Per shape: fresh inputs and a float64 reference; each side's output poisoned, computed and checked (fast:
 relative Frobenius error < 2e-3; strict: 0 elements outside 1e-3 + 2e-2|ref|); then kernel-only times
 (do_bench median, L2 flushed) in the order A, B, B, A, each side keeping its lower one (the GPU clocks down
-under sustained load: the mirrored order spares both). Prints B/A per shape and the geomean. The two builds
-must have different file names (their op namespaces); pass the same .so twice to compare switches alone.
+under sustained load: the mirrored order spares both). Prints B/A per shape, each side's worst element
+(|out - ref| / (1e-3 + 2e-2|ref|), strict fails above 1) and the geomean. The two builds must have
+different file names (their op namespaces); pass the same .so twice to compare switches alone.
 """
 
 import argparse
@@ -20,7 +21,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_gemm import FAST_BAR, checked, kernel_us, load_ops, make_inputs, reference, seed_shape, switches  # noqa: E402
+from fp8_gemm import (  # noqa: E402
+    FAST_BAR,
+    checked,
+    kernel_us,
+    load_ops,
+    make_inputs,
+    reference,
+    seed_shape,
+    switches,
+    worst_margin,
+)
 
 
 def env_of(items):
@@ -41,13 +52,14 @@ def ab_shape(sides, shape, args):
     x = make_inputs(m, n, k, args.mn)
     ref = reference(*x)
     c = torch.empty((m, n), dtype=torch.bfloat16, device=x[0].device)
-    runs, ok = {}, {}
+    runs, ok, worst = {}, {}, {}
     for name, ops, env in sides:
         op = ops.gemm_strict if args.strict else ops.gemm
         runs[name] = functools.partial(op, *x, c), env
         with switches(env):
             err, bad = checked(op, x, c, ref)
         ok[name] = bad == 0 if args.strict else err < FAST_BAR
+        worst[name] = worst_margin(c, ref)
 
     def timed(name):
         fn, env = runs[name]
@@ -55,11 +67,13 @@ def ab_shape(sides, shape, args):
             return kernel_us(fn, rep=args.rep)
 
     a1, b1, b2, a2 = timed("A"), timed("B"), timed("B"), timed("A")
-    rec = dict(M=m, N=n, K=k, a_us=min(a1, a2), b_us=min(b1, b2), a_correct=ok["A"], b_correct=ok["B"])
+    rec = dict(M=m, N=n, K=k, a_us=min(a1, a2), b_us=min(b1, b2), a_correct=ok["A"], b_correct=ok["B"],
+               a_worst=worst["A"], b_worst=worst["B"])  # fmt: skip
     rec["ratio"] = rec["b_us"] / rec["a_us"]
     flag = {True: "", False: " WRONG"}
     print(f"{shape:>16}  A {rec['a_us']:8.1f} us{flag[ok['A']]}  B {rec['b_us']:8.1f} us{flag[ok['B']]}  "
-          f"B/A {rec['ratio']:.3f}", flush=True)  # fmt: skip
+          f"B/A {rec['ratio']:.3f}  worst element A {worst['A']:.2f} B {worst['B']:.2f}",
+          flush=True)  # fmt: skip
     return rec
 
 

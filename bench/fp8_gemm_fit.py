@@ -1,7 +1,7 @@
-"""Fits the sm_90a cost model (kFp8Shapes / kBf16Shapes in kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or
-more --sweep runs.
+"""Fits the sm_90a cost model (kFp8Shapes / kF16AShapes / kBf16Shapes in
+kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or more --sweep runs.
 
-    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|mn] [--shapes "..."]
+    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|mn] [--shapes "..."]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
 per unit x the configuration's µs per block + 0.5 µs per unit, more when split), at least the DRAM time,
@@ -28,10 +28,11 @@ def cdiv(x, y):
 
 
 def parse_shapes(text):
+    """Candidates from "nc,waves,bn,cluster,cluster_n[,max_kb_per_split];..." (Shape's fields but its µs)."""
     out = []
     for item in text.split(";"):
-        nc, waves, bn, cluster, cluster_n = (int(v) for v in item.split(","))
-        out.append(dict(nc=nc, waves=waves, bn=bn, cluster=cluster, cluster_n=cluster_n))
+        nc, waves, bn, cluster, cluster_n, *limit = (int(v) for v in item.split(","))
+        out.append(dict(nc=nc, waves=waves, bn=bn, cluster=cluster, cluster_n=cluster_n, max_kb=sum(limit)))
     return out
 
 
@@ -40,21 +41,22 @@ def config_key(s, splits):
     return f"{s['nc']},{s['bn']},{splits},{cl},{s['waves']}"
 
 
-# Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split / kBf16Split): the
-# first starting point of the fit.
-SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6)}
+# Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split / kF16ASplit /
+# kBf16Split): the first starting point of the fit.
+SPLIT = {"fast": (5.6, 3.0e6), "strict": (1.0, 6.0e6), "bf16": (4.1, 3.0e6)}
 # kFp8Shapes' µs per block (--mode mn prices the K-major kernels after the transpose pass with them) and
 # transpose_pass_us()'s GPU constants (bytes per µs, fixed µs), the mn fit's starting point (kernel-only
 # times: gemm_cuda.cu adds kPassHostUs, the pass's host cost, on top).
 FAST_SHAPES = "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;2,2,128,1,0;2,1,192,2,0;3,1,128,1,0;2,1,96,1,0"
 FAST_US = [1.15, 0.84, 0.35, 0.36, 0.99, 0.76, 0.79, 0.60]
 TRANSPOSE = (5.0e6, 2.1)
-# Each mode's candidates, in gemm_cuda.cu's order (kFp8Shapes, kBf16Shapes, kFp8MNShapes). Strict sweeps
-# before c822649 timed the bf16 path (kBf16Shapes); from c822649 on the default strict path is A widened in
-# registers (kF16AShapes, the same three tiles): fit its constants to sweeps of that path.
+# Each mode's candidates, in gemm_cuda.cu's order (kFp8Shapes, kF16AShapes, kFp8MNShapes). Strict sweeps
+# before c822649 timed the bf16 path (kBf16Shapes: the first three tiles); from c822649 on the default strict
+# path is A widened in registers (kF16AShapes, with the three-consumer tile at most 64 blocks per split).
 DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
-    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,64",
+    "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
 }
 
@@ -76,6 +78,8 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
             per = cdiv(kb, splits)
             if splits > 1 and per < 4:
                 break
+            if s["max_kb"] and per > s["max_kb"]:
+                continue
             waves = cdiv(tiles * splits, SMS)
             cost = max(waves * (per * us[i] + (split[0] if splits > 1 else 0.5)), mem)
             if splits > 1:
@@ -132,8 +136,9 @@ def quality(recs, shapes, us, split):
 
 
 def load_records(path, mode):
-    """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major), each with its swept best."""
-    mode, layout = ("fast", "mn-major") if mode == "mn" else (mode, "k-major")
+    """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major; bf16: strict sweeps of the
+    bf16 path), each with its swept best."""
+    mode, layout = {"mn": ("fast", "mn-major"), "bf16": ("strict", "k-major")}.get(mode, (mode, "k-major"))
     with open(path) as f:
         recs = json.load(f)["records"]
     recs = [r for r in recs if r.get("sweep") and r["mode"] == mode and r["layout"] == layout]
@@ -148,7 +153,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json", nargs="+", help="sweep results; several are fitted together")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
-    ap.add_argument("--mode", choices=["fast", "strict", "mn"], default="fast")
+    ap.add_argument("--mode", choices=["fast", "strict", "bf16", "mn"], default="fast")
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
     by_file = {path: load_records(path, args.mode) for path in args.json}
@@ -198,7 +203,8 @@ def main():
     print(f"geomean pick / swept best {score[0]:.4f}, worst {math.exp(score[1]):.3f}; perturbed: median "
           f"{perturbed[100]:.4f}, 90th percentile {perturbed[180]:.4f}")  # fmt: skip
     for s, u in zip(shapes, us, strict=True):
-        print(f"  {{{s['nc']}, {s['waves']}, {s['bn']}, {s['cluster']}, {s['cluster_n']}, {u:.2f}}}")
+        limit = f", {s['max_kb']}" if s["max_kb"] else ""
+        print(f"  {{{s['nc']}, {s['waves']}, {s['bn']}, {s['cluster']}, {s['cluster_n']}, {u:.2f}{limit}}}")
     if args.mode == "mn":
         print(f"  transpose pass: {split[0]:.3g} bytes/us, {split[1]:.2f} us fixed")
     else:

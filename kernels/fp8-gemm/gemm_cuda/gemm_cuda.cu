@@ -26,6 +26,7 @@
 namespace {
 using fp8gemm::prep::Mode;
 using fp8gemm::sm90::Elem;
+using fp8gemm::sm90::kUnitsMaxBlocks;
 
 constexpr int kMaxSmem = 232448;  // sm_90 opt-in dynamic shared memory per block
 constexpr int kMaxStages = 8;
@@ -64,6 +65,7 @@ int tail_splits(int64_t units, int64_t slots, int64_t KB) {
 struct Shape {
   int nc, waves, bn, cluster, cluster_n;
   double us_per_kb;
+  int max_kb_per_split;  // 0: any; else K is split so that no split has more 128-K blocks
 };
 // Fitted with bench/fp8_gemm_fit.py to the H200 sweep of 0be2a4c (bench/results/logs/, the sweep JSON): the
 // pick is within 1.8 % of the swept best (geomean over the 30 shapes; the best includes configurations the
@@ -101,12 +103,16 @@ double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
 }
 // Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
-// Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649): not fitted yet
-// (the strict sweeps in bench/results/logs measured the bf16 path), guessed from the bf16 rows for a third
-// fewer bytes per block through L2 and shared memory. A probe of its first version on four challenge shapes
-// had 128x128 fastest on each (logs/fp8-gemm-ab-strict-reg-a-c822649.log); these constants pick it on 16 of
-// the 18, the bf16 ones' pick on 17.
-constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.05}, {2, 1, 64, 1, 0, 0.68}, {1, 1, 128, 1, 0, 0.66}};
+// Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649), fitted with
+// `--mode strict` to bench/results/logs/fp8-gemm-sweep-strict-merged.json (the two-accumulator tiles of
+// d5c5420 and the three-consumer units tile, which takes at most kUnitsMaxBlocks blocks per split): the pick is
+// within 1.2 % of the swept best, 2.0 % with every constant perturbed by up to 5 %. Split-K's constants are its
+// own: the f16 tiles' partials cost less, relative to their blocks, than the bf16 fit says.
+constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.14},
+                                 {2, 1, 64, 1, 0, 0.71},
+                                 {1, 1, 128, 1, 0, 0.62},
+                                 {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks}};
+constexpr SplitCost kF16ASplit{1.0, 6.0e6};
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
@@ -125,6 +131,7 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
     for (int splits = 1; splits <= 8; ++splits) {
       const int64_t per = cdiv(KB, splits);
       if (splits > 1 && per < 4) break;
+      if (s.max_kb_per_split > 0 && per > s.max_kb_per_split) continue;
       const int64_t waves = cdiv(tiles * splits, sms);
       double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? split.us_per_unit : 0.5)), mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / split.partial_bytes_per_us;
@@ -505,7 +512,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     }
   } else {
     ch = f16     ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1)
-         : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2)
+         : reg_a ? choose(kF16AShapes, kF16ASplit, M, N, K, sms, 2)
                  : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
   }
   if (config_override(ch, sw.config) && in_smem && !has_tile(kFp8MNShapes, ch)) {
@@ -523,6 +530,10 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
   const Mode mode_b = elem == Elem::kF16A ? Mode::kToF16Perm : mode;
+  // The three-consumer f16 tile accumulates at most kUnitsMaxBlocks blocks per split (its precision bound),
+  // forced configurations too.
+  if (elem == Elem::kF16A && ch.nc >= 3 && ch.splits * kUnitsMaxBlocks < KB)
+    ch.splits = int(cdiv(KB, kUnitsMaxBlocks)), ch.tail = false;
   // In shared memory: the kernel reads the operands as they lie (MN-major rows of M or N).
   const auto [A, B] = in_smem ? std::pair<Operand, Operand>{{at::Tensor(), a.data_ptr(), a.stride(1)},
                                                             {at::Tensor(), b.data_ptr(), b.stride(1)}}
@@ -587,6 +598,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kF16, 1, 128, 1)
   } else if (elem == Elem::kF16A) {
     FP8GEMM_CASE(Elem::kF16A, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kF16A, 3, 128, 1)
     FP8GEMM_CASE(Elem::kF16A, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16A, 1, 128, 1)
   } else if (elem == Elem::kBF16) {

@@ -24,6 +24,9 @@ FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2",
                 "2,144,1,n2", "2,128,t,1,2", "2,192,t", "2,128,t,n2,2", "2,192,t,m2",
                 "3,128,1", "3,128,3", "3,128,1,n2", "3,128,2,m2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
+# The tile only strict mode's A-from-registers path compiles: three consumers, their result kept in units of
+# the block scale (no second accumulator).
+REG_A_CONFIGS = ["3,128,1", "3,128,2"]
 # Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
 # K % 16 == 0), both widened to bf16 in global memory, or both to f16 in shared memory by converter warps.
 STRICT_PATHS = {
@@ -88,6 +91,50 @@ def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k, path, m
         env.setenv(name, value)
     env.setenv("FP8GEMM_CONFIG", config)
     check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=n)
+
+
+@pytest.mark.parametrize("config", REG_A_CONFIGS)
+@pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304), (1024, 576, 7168)])
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
+def test_reg_a_only_configurations(fp8_gemm_cuda, env, config, m, n, k, mn_major):
+    env.setenv("FP8GEMM_CONFIG", config)
+    check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=m + k)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_three_consumer_tile_at_its_block_bound(fp8_gemm_cuda, env, capfd, seed):
+    # The units tile sums up to kUnitsMaxBlocks = 64 blocks (K = 8192) in the tensor cores' FP32: strict must
+    # hold there, and a longer K is split (a forced configuration too).
+    env.setenv("FP8GEMM_CONFIG", "3,128,1")
+    env.setenv("FP8GEMM_VERBOSE", "1")
+    check(fp8_gemm_cuda, 768, 2048, 8192, False, "strict", seed=seed)
+    assert "nc=3 waves=1 bn=128 splits=1 " in capfd.readouterr().err
+    check(fp8_gemm_cuda, 384, 1024, 16384, False, "strict", seed=seed)
+    assert "nc=3 waves=1 bn=128 splits=2 " in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("config", ["2,128,1", "2,64,1", "1,128,1", *REG_A_CONFIGS])
+def test_strict_zero_tiny_huge_and_nan_scales(fp8_gemm_cuda, env, config):
+    # The A-from-registers kernels keep their result in units of the current block's scale: zero scales
+    # (whole rows, single blocks, a b_scale block), scales far from 1 either way and a NaN must come out as
+    # the reference has them; a row whose scales are all 0 exactly 0.
+    env.setenv("FP8GEMM_CONFIG", config)
+    a, b, a_s, b_s = make_inputs(384, 640, 2048, seed=4, device="cuda")
+    a_s[7] = 0
+    a_s[9, 3] = 0
+    b_s[2, 5] = 0
+    a_s[11] *= 1e-30
+    a_s[13, 4] = 1e-25
+    a_s[15] *= 1e15
+    b_s[1, 1:] *= 1e-12
+    a_s[20, 2] = float("nan")
+    ref = reference(a, b, a_s, b_s)
+    out = fp8_gemm_cuda.gemm(a, b, a_s, b_s, out=poisoned(384, 640, "cuda"), precision="strict")
+    assert out[20].isnan().all()
+    keep = torch.ones(384, dtype=torch.bool, device="cuda")
+    keep[20] = False
+    assert strict_bad(out[keep], ref[keep]) == 0
+    assert (out[7] == 0).all()
 
 
 @pytest.mark.parametrize("path", ["f16-reg-a", "f16-smem"])
