@@ -41,9 +41,9 @@ def config_key(s, splits):
     return f"{s['nc']},{s['bn']},{splits},{cl},{s['waves']}"
 
 
-# Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split / kF16ASplit /
-# kBf16Split): the first starting point of the fit.
-SPLIT = {"fast": (5.6, 3.0e6), "strict": (1.0, 6.0e6), "bf16": (4.1, 3.0e6)}
+# Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split; kBf16Split for
+# both strict paths): the first starting point of the fit.
+SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6), "bf16": (4.1, 3.0e6)}
 # kFp8Shapes' µs per block (--mode mn prices the K-major kernels after the transpose pass with them) and
 # transpose_pass_us()'s GPU constants (bytes per µs, fixed µs), the mn fit's starting point (kernel-only
 # times: gemm_cuda.cu adds kPassHostUs, the pass's host cost, on top).
@@ -55,7 +55,7 @@ TRANSPOSE = (5.0e6, 2.1)
 # path is A widened in registers (kF16AShapes, with the three-consumer tile at most 64 blocks per split).
 DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
-    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,64",
+    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56",
     "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
 }

@@ -58,10 +58,11 @@ constexpr int kQuant = 128;        // K extent of one scale block
 constexpr int kRowBytes = 128;     // one swizzle atom row: 128 fp8 or 64 bf16 elements
 constexpr int kSplitFlagBytes = 16;
 // The three-consumer f16 tile keeps its result in units of the block scale, accumulated by the tensor cores
-// across blocks (see kUnits): their FP32 sums drift more over many blocks than per-block promotion does (worst
-// element 0.98 of strict's bound at K = 16384, 0.2-0.3 at 7168, where the bf16 rounding alone gives 0.19), so
-// the host splits K so that no split accumulates more than this many 128-K blocks.
-constexpr int kUnitsMaxBlocks = 64;
+// across blocks (see kUnits): their FP32 sums drift more over many blocks than per-block promotion does. The
+// worst element of randn inputs, as a fraction of strict's bound (the bf16 rounding alone gives 0.19): 0.98
+// over 128 blocks (K = 16384), 0.64 with those split in two, 0.35 over 64 and 0.21-0.33 over 56 (7168, the
+// challenge's largest K). So the host splits K so that no split accumulates more than 56 blocks.
+constexpr int kUnitsMaxBlocks = 56;
 
 struct Params {
   int M, N, K, KB;        // KB = ceil(K / 128)
@@ -646,10 +647,12 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     // -> res[w] * u / s + the block's products (units s), the 16-bit wgmma accumulating into res directly (in
     // FP32; kUnitsMaxBlocks bounds how many blocks). A block whose scale is 0 gets its A rows zeroed (for the
     // whole tile: its columns share one b_scale block) and keeps the units; |s| is held at >= 2^-64 so that
-    // units cannot overflow (the products lost are below 2^-64 * 128 * 448^2 ~ 1.4e-12). Measured on the H200
-    // (sweep of the units kernels): the third consumer makes the 192x128 tile 10-22 % faster than 128x128 on
-    // the 6144-row challenge shapes; with two consumers units were 7 % slower than acc + res (the rescale,
-    // unlike the promotion, waits on the block's scales before its wgmma).
+    // units cannot overflow (the products lost are below 2^-64 * 128 * 448^2 ~ 1.4e-12). On the H200 the third
+    // consumer hides more of each warpgroup's own chain (barrier wait, ldmatrix, widening, rescale): against
+    // the 128x128 tile 0.78-0.97x on the 6144-row challenge shapes (logs/fp8-gemm-ab-strict-3-consumers.log).
+    // With two consumers units measured 7 % slower than acc + res (the rescale, unlike the promotion, waits on
+    // the block's scales before its wgmma), and reading A's scales a block ahead from global memory instead of
+    // the stage did not help (geomean 0.998).
     constexpr bool kUnits = C::kRegA && NC >= 3;
     static_assert(!kUnits || (BN <= kQuant && kQuant % BN == 0), "units need one b_scale block per tile");
     // res[w][i ^ kSwap] holds accumulator element i. With one accumulator, ptxas gives both arrays quad-aligned
