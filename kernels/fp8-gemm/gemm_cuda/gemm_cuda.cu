@@ -101,7 +101,7 @@ constexpr double kPassHostUs = 4.0;
 double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
   return 2.0 * double(M + N) * K / 5.0e6 + 2.1 + kPassHostUs;
 }
-// Guessed from the fp8 rows (the f16 path is opt-in until its converters are measured faster than bf16).
+// Guessed from the fp8 rows (strict mode takes this path only where M <= 64, below).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 // Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649), fitted with
 // `--mode strict` (split-K's constants held at kBf16Split's: the fitted ones bought 0.5 % on the sweep with
@@ -153,14 +153,14 @@ bool has_tile(const Shape (&shapes)[NS], const Choice &c) {
 
 // Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
 // FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
-// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes the
-// shared-memory f16 widening for strict mode (experimental: not yet faster on the H200), FP8GEMM_STRICT_BF16=1
+// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 or 0 forces or
+// forbids strict mode's f16 widening in shared memory (the default for M <= 64), FP8GEMM_STRICT_BF16=1
 // its bf16 pass (instead of A widened in registers), FP8GEMM_MN=smem or pass forces how fast mode handles
 // MN-major operands, FP8GEMM_CONFIG a configuration (config_override). Read per call (tests switch them
 // between calls) in one scan of the environment: each getenv scans it again.
 struct Switches {
-  std::string config, mn;
-  bool force_generic = false, register_epilogue = false, verbose = false, strict_f16 = false, strict_bf16 = false;
+  std::string config, mn, strict_f16;  // strict_f16: "1", "0" or unset (the default choice)
+  bool force_generic = false, register_epilogue = false, verbose = false, strict_bf16 = false;
 };
 
 Switches read_switches() {
@@ -176,7 +176,7 @@ Switches read_switches() {
     else if (key == "FORCE_GENERIC") s.force_generic = on;
     else if (key == "REGISTER_EPILOGUE") s.register_epilogue = on;
     else if (key == "VERBOSE") s.verbose = on;
-    else if (key == "STRICT_F16") s.strict_f16 = on;
+    else if (key == "STRICT_F16") s.strict_f16 = value;
     else if (key == "STRICT_BF16") s.strict_bf16 = on;
   }
   return s;
@@ -491,9 +491,15 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
 
   // Strict mode: e4m3fn operands with K % 16 == 0 (B's K permutation works in groups of 16) keep A in fp8 and
   // widen it in the consumers' registers (Elem::kF16A); the others, or FP8GEMM_STRICT_BF16=1, widen both to
-  // bf16 in global memory. FP8GEMM_STRICT_F16=1 widens e4m3fn to f16 in shared memory instead (not for fnuz,
-  // whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to start from).
-  const bool f16 = strict && !fnuz && sw.strict_f16;
+  // bf16 in global memory. Where M <= 64 (one tile row) e4m3fn operands are widened to f16 in shared memory
+  // instead (Elem::kF16; not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to
+  // start from): there the GEMM only streams B, and B's widening pass cost more than the GEMM (on the H200
+  // 0.61-0.81x the time on the four M = 64 DeepSeek shapes, 0.93-1.09x at M = 128, 2.1-2.5x at M = 1024:
+  // logs/fp8-gemm-ab-strict-f16-smem-f5710e9.log). FP8GEMM_STRICT_F16=1 or 0 forces or forbids it.
+  TORCH_CHECK(sw.strict_f16.empty() || sw.strict_f16 == "0" || sw.strict_f16 == "1",
+              "gemm: FP8GEMM_STRICT_F16 must be \"0\" or \"1\", got \"", sw.strict_f16, "\"");
+  const bool f16 = strict && !fnuz &&
+                   (sw.strict_f16 == "1" || (sw.strict_f16.empty() && M <= 64 && !sw.strict_bf16));
   const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
   // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
   // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;

@@ -28,9 +28,10 @@ STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 # the block scale (no second accumulator).
 REG_A_CONFIGS = ["3,128,1", "3,128,2"]
 # Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
-# K % 16 == 0), both widened to bf16 in global memory, or both to f16 in shared memory by converter warps.
+# K % 16 == 0 and M > 64), both widened to bf16 in global memory, or both to f16 in shared memory by converter
+# warps (the default where M <= 64).
 STRICT_PATHS = {
-    "f16-reg-a": {},
+    "f16-reg-a": {"FP8GEMM_STRICT_F16": "0"},
     "bf16-global": {"FP8GEMM_STRICT_BF16": "1"},
     "f16-smem": {"FP8GEMM_STRICT_F16": "1"},
 }
@@ -99,6 +100,20 @@ def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k, path, m
 def test_reg_a_only_configurations(fp8_gemm_cuda, env, config, m, n, k, mn_major):
     env.setenv("FP8GEMM_CONFIG", config)
     check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=m + k)
+
+
+def test_strict_path_default_by_rows(fp8_gemm_cuda, env, capfd):
+    # M <= 64 widens both operands in shared memory (elem 3), more rows keep A in registers (elem 4);
+    # FP8GEMM_STRICT_F16 forces either way and names a bad value.
+    env.setenv("FP8GEMM_VERBOSE", "1")
+    for m, elem, force in [(64, 3, None), (65, 4, None), (64, 4, "0"), (65, 3, "1")]:
+        if force is not None:
+            env.setenv("FP8GEMM_STRICT_F16", force)
+        check(fp8_gemm_cuda, m, 1024, 512, False, "strict", seed=m)
+        assert f"elem={elem} " in capfd.readouterr().err
+    env.setenv("FP8GEMM_STRICT_F16", "yes")
+    with pytest.raises(RuntimeError, match='FP8GEMM_STRICT_F16 must be "0" or "1", got "yes"'):
+        check(fp8_gemm_cuda, 64, 1024, 512, False, "strict")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
