@@ -89,6 +89,26 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
     return best
 
 
+# Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: the two-accumulator tiles priced on
+# the swapped problem times SWAP_GEMM_FACTOR, plus the widening pass (WIDEN: bytes per µs, fixed µs) of the
+# operand each side widens.
+SWAP_GEMM_FACTOR = 1.4
+WIDEN = (3.5e6, 2.0)
+
+
+def widen_pass_us(rows, k):
+    return 3.0 * rows * k / WIDEN[0] + WIDEN[1]
+
+
+def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"]):
+    """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes', the swapped
+    candidates their two-accumulator tiles (no kUnitsMaxBlocks limit)."""
+    plain = choose(shapes, us, m, n, k, split, 2)[2]
+    keep = [i for i, s in enumerate(shapes) if not s["max_kb"]]
+    swapped = choose([shapes[i] for i in keep], [us[i] for i in keep], n, m, k, split, 2)[2]
+    return swapped * SWAP_GEMM_FACTOR + widen_pass_us(m, k) < plain + widen_pass_us(n, k)
+
+
 @functools.cache
 def kmajor_cost(m, n, k):
     """The K-major kernels' pick's cost (fixed constants: the same for every trial of the mn fit)."""

@@ -113,6 +113,17 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {2, 1, 64, 1, 0, 0.71},
                                  {1, 1, 128, 1, 0, 0.67},
                                  {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks}};
+// The same with the operands' roles swapped (Elem::kF16AS): the two-accumulator tiles (units take one scale
+// per row). Priced as unswapped, on the swapped problem, times kSwapGemmFactor (its per-column scales and
+// transposed 2-byte stores; no three-consumer tile), plus the widening pass of the other operand. On the
+// H200 (logs/fp8-gemm-ab-strict-swap-raw.json) swapping was 0.45-0.70x the time on the four 128-row DeepSeek
+// shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.2 to 1.7 picks the faster side on
+// all fourteen (a CPU test).
+constexpr Shape kF16ASwapShapes[] = {kF16AShapes[0], kF16AShapes[1], kF16AShapes[2]};
+constexpr double kSwapGemmFactor = 1.4;
+// Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
+// H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
+double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / 3.5e6 + 2.0; }
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
@@ -154,12 +165,13 @@ bool has_tile(const Shape (&shapes)[NS], const Choice &c) {
 // Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
 // FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
 // FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 or 0 forces or
-// forbids strict mode's f16 widening in shared memory (the default for M <= 64), FP8GEMM_STRICT_BF16=1
+// forbids strict mode's f16 widening in shared memory (the default for M <= 64), FP8GEMM_STRICT_SWAP=1 or 0
+// its swapped operand roles (C^T = B A^T, the cost model's choice by default), FP8GEMM_STRICT_BF16=1
 // its bf16 pass (instead of A widened in registers), FP8GEMM_MN=smem or pass forces how fast mode handles
 // MN-major operands, FP8GEMM_CONFIG a configuration (config_override). Read per call (tests switch them
 // between calls) in one scan of the environment: each getenv scans it again.
 struct Switches {
-  std::string config, mn, strict_f16;  // strict_f16: "1", "0" or unset (the default choice)
+  std::string config, mn, strict_f16, strict_swap;  // strict_*: "1", "0" or unset (the default choice)
   bool force_generic = false, register_epilogue = false, verbose = false, strict_bf16 = false;
 };
 
@@ -177,6 +189,7 @@ Switches read_switches() {
     else if (key == "REGISTER_EPILOGUE") s.register_epilogue = on;
     else if (key == "VERBOSE") s.verbose = on;
     else if (key == "STRICT_F16") s.strict_f16 = value;
+    else if (key == "STRICT_SWAP") s.strict_swap = value;
     else if (key == "STRICT_BF16") s.strict_bf16 = on;
   }
   return s;
@@ -496,8 +509,9 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // start from): there the GEMM only streams B, and B's widening pass cost more than the GEMM (on the H200
   // 0.61-0.81x the time on the four M = 64 DeepSeek shapes, 0.93-1.09x at M = 128, 2.1-2.5x at M = 1024:
   // logs/fp8-gemm-ab-strict-f16-smem-f5710e9.log). FP8GEMM_STRICT_F16=1 or 0 forces or forbids it.
-  TORCH_CHECK(sw.strict_f16.empty() || sw.strict_f16 == "0" || sw.strict_f16 == "1",
-              "gemm: FP8GEMM_STRICT_F16 must be \"0\" or \"1\", got \"", sw.strict_f16, "\"");
+  for (const auto &[name, value] : {std::pair{"STRICT_F16", &sw.strict_f16}, {"STRICT_SWAP", &sw.strict_swap}})
+    TORCH_CHECK(value->empty() || *value == "0" || *value == "1", "gemm: FP8GEMM_", name,
+                " must be \"0\" or \"1\", got \"", *value, "\"");
   const bool f16 = strict && !fnuz &&
                    (sw.strict_f16 == "1" || (sw.strict_f16.empty() && M <= 64 && !sw.strict_bf16));
   const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
@@ -508,7 +522,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass", "gemm: FP8GEMM_MN must be \"smem\" or \"pass\", got \"",
               mn, "\"");
   Choice ch{};
-  bool in_smem = false;
+  bool in_smem = false, swap = false;
   if (!strict) {
     ch = choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1);
     if (!fnuz && mn != "pass" && mn_major_tma(a) && mn_major_tma(b)) {
@@ -520,30 +534,48 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     ch = f16     ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1)
          : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2)
                  : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
+    // With A in registers only B is widened by a pass: where B is the larger operand, swapping the roles
+    // (b in registers, a widened) saves most of that pass.
+    if (reg_a) {
+      const Choice t = choose(kF16ASwapShapes, kBf16Split, N, M, K, sms, 2);
+      swap = sw.strict_swap == "1" || (sw.strict_swap.empty() && t.cost * kSwapGemmFactor + widen_pass_us(M, K) <
+                                                                      ch.cost + widen_pass_us(N, K));
+      if (swap) ch = t;
+    }
   }
-  if (config_override(ch, sw.config) && in_smem && !has_tile(kFp8MNShapes, ch)) {
+  const bool forced = config_override(ch, sw.config);
+  if (forced && in_smem && !has_tile(kFp8MNShapes, ch)) {
     TORCH_CHECK(mn != "smem", "gemm: FP8GEMM_MN=smem has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
                 ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
     in_smem = false;  // a forced tile the shared-memory transpose does not compile: transpose pass
   }
+  if (forced && swap && !has_tile(kF16ASwapShapes, ch)) {
+    TORCH_CHECK(sw.strict_swap != "1", "gemm: FP8GEMM_STRICT_SWAP=1 has no kernel for nc=", ch.nc, ", bn=", ch.bn,
+                ", waves=", ch.waves, " (FP8GEMM_CONFIG)");
+    swap = false;  // a forced tile only the unswapped kernels compile
+  }
   const Elem elem = in_smem  ? Elem::kE4M3T
                     : !strict ? Elem::kE4M3
                     : f16     ? Elem::kF16
+                    : swap    ? Elem::kF16AS
                     : reg_a   ? Elem::kF16A
                               : Elem::kBF16;
   const Mode mode = elem == Elem::kF16    ? Mode::kCopy
                     : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
-  const Mode mode_b = elem == Elem::kF16A ? Mode::kToF16Perm : mode;
+  const Mode mode_b = reg_a ? Mode::kToF16Perm : mode;
   // The three-consumer f16 tile accumulates at most kUnitsMaxBlocks blocks per split (its precision bound),
   // forced configurations too.
   if (elem == Elem::kF16A && ch.nc >= 3 && ch.splits * kUnitsMaxBlocks < KB)
     ch.splits = int(cdiv(KB, kUnitsMaxBlocks)), ch.tail = false;
+  // The kernel's operands: a and b, or swapped b and a (Mk x Nk = N x M: it computes C^T).
+  const at::Tensor &ka = swap ? b : a, &kb = swap ? a : b;
+  const int64_t Mk = swap ? N : M, Nk = swap ? M : N;
   // In shared memory: the kernel reads the operands as they lie (MN-major rows of M or N).
   const auto [A, B] = in_smem ? std::pair<Operand, Operand>{{at::Tensor(), a.data_ptr(), a.stride(1)},
                                                             {at::Tensor(), b.data_ptr(), b.stride(1)}}
-                              : prepare(a, b, mode, mode_b, stream);
+                              : prepare(ka, kb, mode, mode_b, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
   TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
   const int BM = 64 * ch.nc * ch.waves;
@@ -559,19 +591,20 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   };
   // K-major operands: boxes of one 128-byte swizzle row of K by the tile's rows.
   const CUtensorMap ma = in_smem ? mn_map(A, M, BM)
-                                 : make_map(A.ptr, sa.map_type, sa.bytes, K, M, A.ld, 128 / sa.bytes, a_rows,
+                                 : make_map(A.ptr, sa.map_type, sa.bytes, K, Mk, A.ld, 128 / sa.bytes, a_rows,
                                             CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap mb = in_smem ? mn_map(B, N, ch.bn)
-                                 : make_map(B.ptr, sb.map_type, sb.bytes, K, N, B.ld, 128 / sb.bytes, b_rows,
+                                 : make_map(B.ptr, sb.map_type, sb.bytes, K, Nk, B.ld, 128 / sb.bytes, b_rows,
                                             CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, BM, 1,
+  // a_scale per row of the tile, or swapped per column.
+  const CUtensorMap ms = make_map(AS.ptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, M, KB, AS.ld, swap ? ch.bn : BM, 1,
                                   CU_TENSOR_MAP_SWIZZLE_NONE);
 
   fp8gemm::sm90::Params p{};
-  p.M = M, p.N = N, p.K = K, p.KB = KB;
+  p.M = Mk, p.N = Nk, p.K = K, p.KB = KB;
   p.cluster = ch.cluster, p.cluster_n = ch.cluster > 1 && ch.cluster_n;
-  p.units_m = p.cluster_n ? cdiv(M, BM) : cdiv(cdiv(M, BM), ch.cluster);
-  p.units_n = p.cluster_n ? cdiv(N, int64_t(ch.bn) * ch.cluster) : cdiv(N, ch.bn);
+  p.units_m = p.cluster_n ? cdiv(Mk, BM) : cdiv(cdiv(Mk, BM), ch.cluster);
+  p.units_n = p.cluster_n ? cdiv(Nk, int64_t(ch.bn) * ch.cluster) : cdiv(Nk, ch.bn);
   p.splits = std::min<int64_t>(ch.splits, KB);
   p.group_m = p.cluster_n ? 8 : 8 / ch.cluster;  // 8 M blocks sweep N together either way
   p.b_scale = b_scale.data_ptr<float>();
@@ -580,8 +613,8 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
   // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it). Its
   // boxes are 64 rows by store_cols() columns, one swizzle span; tiles whose BN is not a multiple of 32 store
-  // from registers.
-  p.tma_store = elem != Elem::kF16 && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
+  // from registers, as do the swapped ones (their tile is transposed).
+  p.tma_store = elem != Elem::kF16 && !swap && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
                 !sw.register_epilogue;
   const int store_cols = fp8gemm::sm90::store_cols(ch.bn);
   const auto store_swizzle = store_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
@@ -607,6 +640,10 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kF16A, 3, 128, 1)
     FP8GEMM_CASE(Elem::kF16A, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16A, 1, 128, 1)
+  } else if (elem == Elem::kF16AS) {
+    FP8GEMM_CASE(Elem::kF16AS, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kF16AS, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kF16AS, 1, 128, 1)
   } else if (elem == Elem::kBF16) {
     FP8GEMM_CASE(Elem::kBF16, 2, 128, 1)
     FP8GEMM_CASE(Elem::kBF16, 2, 64, 1)

@@ -38,8 +38,11 @@ namespace fp8gemm::sm90 {
 // so L2 carries fp8 bytes; products and fp32 accumulation as in the bf16 path. kF16A: strict mode with A as
 // e4m3 in shared memory, widened to f16 in the consumers' registers (wgmma's A from registers), and B widened
 // to f16 in global memory with K permuted to match (prep Mode::kToF16Perm): A crosses L2 and shared memory as
-// fp8 bytes and needs no pass.
-enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A };
+// fp8 bytes and needs no pass. kF16AS: kF16A with the operands' roles swapped, C^T = B A^T, for B the larger:
+// b (e4m3) is the kernel's A, a widened to f16 its B, each tile row (an n) has one b_scale per block and each
+// column (an m) its own a_scale (staged like A's scales, read per column in the promotion), and the epilogue
+// stores the tile transposed.
+enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS };
 
 template <Elem E, int N>
 struct Wgmma {
@@ -101,6 +104,8 @@ struct ElemInfo<Elem::kF16> : ElemInfo<Elem::kBF16> {};
 template <>
 struct ElemInfo<Elem::kF16A> : ElemInfo<Elem::kBF16> {};
 template <>
+struct ElemInfo<Elem::kF16AS> : ElemInfo<Elem::kBF16> {};
+template <>
 struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
 
 // Width in bytes of M or N of the MN-major boxes a transposing tile loads (its A or B pieces; the host's tensor
@@ -114,11 +119,14 @@ template <Elem E, int NC, int BN, int W>
 struct Config {
   static constexpr int BM = 64 * NC * W;
   static constexpr int kSub = ElemInfo<E>::kSub;
-  static constexpr bool kRegA = E == Elem::kF16A;  // A: e4m3 rows (one 128-byte atom per 128 K), into registers
+  static constexpr bool kSwapped = E == Elem::kF16AS;
+  static constexpr bool kRegA = E == Elem::kF16A || kSwapped;  // A: e4m3 rows (one 128-byte atom per 128 K)
+  static_assert(!kSwapped || BM <= kQuant, "swapped: one b_scale block per tile row block");
   static constexpr int kSubA = kRegA ? 1 : kSub;
   static constexpr int kABytes = BM * kRowBytes * kSubA;
   static constexpr int kBBytes = BN * kRowBytes * kSub;
-  static constexpr int kScaleBytes = BM * 4;
+  static constexpr int kScaleRows = kSwapped ? BN : BM;  // the per-row (swapped: per-column) scales staged
+  static constexpr int kScaleBytes = kScaleRows * 4;
   static constexpr bool kTranspose = E == Elem::kE4M3T;
   static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
   static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : kRegA ? Elem::kF16 : E;  // the wgmma input type
@@ -152,7 +160,7 @@ struct Config {
   // swizzle span. None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 32
   // (those tiles store from registers).
   static constexpr int kStoreCols = store_cols(BN);
-  static constexpr int kEpiBytes = E == Elem::kF16 || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
+  static constexpr int kEpiBytes = E == Elem::kF16 || kSwapped || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
@@ -281,6 +289,12 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
 }
 
 __device__ __forceinline__ float lds_f32(uint32_t addr) { return __uint_as_float(lds_u32(addr)); }
+
+__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
 
 __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
@@ -495,7 +509,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   uint8_t *raw = smem + S * (C::kABytes + C::kBBytes);     // R x e4m3 (A | B)
   uint8_t *epi = raw + R * C::kRawBytes;                   // NC x output staging
   float *scales = reinterpret_cast<float *>(epi + NC * C::kEpiBytes);  // S x BM
-  uint64_t *full = reinterpret_cast<uint64_t *>(scales + S * BM);
+  uint64_t *full = reinterpret_cast<uint64_t *>(scales + S * C::kScaleRows);
   uint64_t *empty = full + S;
   uint64_t *raw_full = empty + S;
   uint64_t *raw_empty = raw_full + R;
@@ -580,7 +594,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             if (sub < C::kSubA) load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
             load(b_dst + sub * BN * kRowBytes, &map_b, BN, nb * BN, p.cluster > 1 && !p.cluster_n);
           }
-          tma_load_2d(scales + s * BM, &map_as, &full[s], mb * BM, kb);
+          tma_load_2d(scales + s * C::kScaleRows, &map_as, &full[s], C::kSwapped ? nb * BN : mb * BM, kb);
           pos.advance(S);
         }
       }
@@ -606,7 +620,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               const int i = tid - 32 + j * 32 * C::kConverterWarps;
               if (i >= BM) break;
               if (load) sa[j] = lds_u32(src + C::kRawScales + i * 4);
-              if (store) sts32(scales_u32 + (s * BM + i) * 4, sa[j]);
+              if (store) sts32(scales_u32 + (s * C::kScaleRows + i) * 4, sa[j]);
             }
           };
           if constexpr (C::kTranspose) {
@@ -635,7 +649,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     const int row_in_wave = warp * 16 + lane / 4;  // and +8
     const int first_row = cw * 64 * W;
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
-    const int NB = (p.N + kQuant - 1) / kQuant;
+    const int NB = ((C::kSwapped ? p.M : p.N) + kQuant - 1) / kQuant;  // b_scale blocks (along the tile rows)
     constexpr int kRes = W * kAcc;  // result floats per thread
     // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
@@ -654,6 +668,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     // the block's scales before its wgmma), and reading A's scales a block ahead from global memory instead of
     // the stage did not help (geomean 0.998).
     constexpr bool kUnits = C::kRegA && NC >= 3;
+    static_assert(!kUnits || !C::kSwapped, "units take one scale per row");
     static_assert(!kUnits || (BN <= kQuant && kQuant % BN == 0), "units need one b_scale block per tile");
     // res[w][i ^ kSwap] holds accumulator element i. With one accumulator, ptxas gives both arrays quad-aligned
     // registers, so unswapped every promotion FMA reads accumulator and result from the same register bank (a
@@ -670,7 +685,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       // A tile spans at most two b_scale blocks (BN <= 192, and n0 % 128 + BN <= 256 for every compiled BN);
       // columns from `hi_from` on take the second one. A cluster's padding block past N reads the last one (its
       // results are dropped).
-      const int nblk_lo = min(n0 / kQuant, NB - 1), nblk_hi = min(nblk_lo + 1, NB - 1);
+      // Swapped: the tile's rows are n, in one b_scale block (BM <= 128), its columns one b_scale block's worth
+      // of m with their own a_scale each.
+      const int nblk_lo = min((C::kSwapped ? mb * BM : n0) / kQuant, NB - 1), nblk_hi = min(nblk_lo + 1, NB - 1);
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
       const int m_row = mb * BM + first_row + row_in_wave;  // of wave 0; and +8, +64*w
       float res_unit[W][2];  // kUnits: the scale res[w] is in, rows +0 / +8
@@ -704,16 +721,21 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             if constexpr (kHiFrom < BN) sb_next_hi = __ldg(sb_hi_ptr);
           }
           mbar_wait(&full[s], phase);
+          Factors f;
+          if constexpr (C::kSwapped) {  // the tile's one b_scale; the columns' scales come in the promotion
+#pragma unroll
+            for (int w = 0; w < W; ++w) f.lo[w][0] = f.lo[w][1] = f.hi[w][0] = f.hi[w][1] = sb_lo;
+            return f;
+          }
           // A's scales are read right after the full barrier, long before the stage is released: read after the
           // wgmma wait, they were seen overwritten by the stage's next TMA on large grids
           // (bench/results/fp8-gemm-h200.md).
           float sa[W][2];
-          const uint32_t sa_base = scales_u32 + (s * BM + first_row + row_in_wave) * 4;
+          const uint32_t sa_base = scales_u32 + (s * C::kScaleRows + first_row + row_in_wave) * 4;
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
             for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + 8 * h) * 4);
-          Factors f;
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -757,16 +779,35 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           mbar_arrive_if(&empty[s], lane == 0);
           if (p.cluster > 1) mbar_arrive_remote_if(&empty[s], rank ^ 1, lane == 0);
         };
-        auto promote = [&](float(&a)[kAcc], const Factors &f, int w) __attribute__((always_inline)) {
+        // kSwapped: this thread's columns' factors, the a_scale of the m at 8j + col_in_tile (and + 1) times the
+        // tile's b_scale, read from the stage (before it is released).
+        struct ColFactors {
+          float v[C::kSwapped ? BN / 8 : 1][2];
+        };
+        auto column_factors = [&](int s, const Factors &f) __attribute__((always_inline)) {
+          ColFactors cf{};
+          if constexpr (C::kSwapped) {
+            const uint32_t base = scales_u32 + (s * C::kScaleRows + col_in_tile) * 4;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+              const float2 v = lds_f32x2(base + 32 * j);
+              cf.v[j][0] = v.x * f.lo[0][0], cf.v[j][1] = v.y * f.lo[0][0];
+            }
+          }
+          return cf;
+        };
+        auto promote = [&](float(&a)[kAcc], const Factors &f, const ColFactors &cf, int w)
+                           __attribute__((always_inline)) {
           fence_regs(a);
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
             const bool hi = kHiFrom < 0 ? j * 8 >= hi_from : j * 8 >= kHiFrom;
             const float f0 = hi ? f.hi[w][0] : f.lo[w][0], f1 = hi ? f.hi[w][1] : f.lo[w][1];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
+            for (int e = 0; e < 4; ++e) {  // element e: row +8 * (e / 2), column + e % 2
               const int r = (4 * j + e) ^ kSwap;
-              res[w][r] = fmaf(a[4 * j + e], e < 2 ? f0 : f1, res[w][r]);
+              const float factor = C::kSwapped ? cf.v[j][e % 2] : e < 2 ? f0 : f1;
+              res[w][r] = fmaf(a[4 * j + e], factor, res[w][r]);
             }
           }
         };
@@ -799,8 +840,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             pos.advance(S);
           };
           auto retire = [&](float(&a)[kAcc], int s, const Factors &f) __attribute__((always_inline)) {
+            const ColFactors cf = column_factors(s, f);
             release(s);
-            promote(a, f, 0);
+            promote(a, f, cf, 0);
           };
           const int n = kb1 - kb0;
           int s_a = 0, s_b = 0, i = 0;
@@ -849,8 +891,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int w = 0; w < W; ++w) {
               issue(acc, s, w, keep_all);
               asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+              const ColFactors cf = column_factors(s, f);
               if (w == W - 1) release(s);  // the last wave has read the stage
-              promote(acc, f, w);
+              promote(acc, f, cf, w);
             }
             pos.advance(S);
           }
@@ -862,7 +905,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         for (int w = 0; w < W; ++w)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) res[w][i] *= res_unit[w][(i >> 1) & 1];
-      } else if (hi_from >= BN) {
+      } else if (C::kSwapped || hi_from >= BN) {
         k_loop(std::integral_constant<int, BN>{});
       } else if constexpr (BN == 96) {  // n0 % 128 is 96, 64 or 32 (or past N in a cluster: results dropped)
         if (hi_from == 32) k_loop(std::integral_constant<int, 32>{});
@@ -961,7 +1004,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         }
         continue;
       }
-      // Epilogue without TMA (odd N or unaligned c): bf16 pairs straight from registers.
+      // Epilogue without TMA (odd N, unaligned c, swapped): bf16 pairs straight from registers; swapped, the
+      // tile is C^T's: its element (m, n) is c's (n, m), c's rows p.M long.
       const bool pairs = (p.N % 2) == 0;
 #pragma unroll
       for (int w = 0; w < W; ++w)
@@ -972,9 +1016,15 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int h = 0; h < 2; ++h) {
             const int m = m_row + 64 * w + 8 * h;
             if (m >= p.M || n >= p.N) continue;
-            __nv_bfloat16 *dst = p.c + size_t(m) * p.N + n;
             const int r = 4 * j + 2 * h;
             const float v0 = res[w][r ^ kSwap], v1 = res[w][(r + 1) ^ kSwap];
+            if constexpr (C::kSwapped) {
+              __nv_bfloat16 *dst = p.c + size_t(n) * p.M + m;
+              dst[0] = __float2bfloat16_rn(v0);
+              if (n + 1 < p.N) dst[p.M] = __float2bfloat16_rn(v1);
+              continue;
+            }
+            __nv_bfloat16 *dst = p.c + size_t(m) * p.N + n;
             if (pairs) {
               *reinterpret_cast<__nv_bfloat162 *>(dst) = __floats2bfloat162_rn(v0, v1);
             } else {

@@ -2,6 +2,7 @@
 bench/results/logs: bench/fp8_gemm_fit.py mirrors its constants, and its picks must stay as close to the swept
 best as the docs say. Pure Python on recorded data: runs in CI without a GPU."""
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -35,6 +36,13 @@ def split_in_source(name):
     return tuple(float(v) for v in re.search(rf"{name}\{{{NUMBER}, {NUMBER}\}}", SOURCE).groups())
 
 
+def swap_constants_in_source():
+    factor = float(re.search(rf"constexpr double kSwapGemmFactor = {NUMBER};", SOURCE).group(1))
+    rate, fixed = re.search(rf"3\.0 \* double\(rows\) \* K / {NUMBER} \+ {NUMBER};", SOURCE).groups()
+    swap_tiles = re.search(r"constexpr Shape kF16ASwapShapes\[\] = \{(.*?)\};", SOURCE).group(1)
+    return factor, (float(rate), float(fixed)), swap_tiles
+
+
 def transpose_in_source():
     rate, fixed = re.search(rf"\* K / {NUMBER} \+ {NUMBER} \+ kPassHostUs;", SOURCE).groups()
     host = re.search(rf"constexpr double kPassHostUs = {NUMBER};", SOURCE).group(1)
@@ -50,6 +58,11 @@ def test_fit_script_mirrors_the_constants_of_gemm_cuda():
     assert split_in_source("kFp8Split") == fit.SPLIT["fast"]
     assert split_in_source("kBf16Split") == fit.SPLIT["strict"] == fit.SPLIT["bf16"]
     assert transpose_in_source()[0] == fit.TRANSPOSE
+    factor, widen, swap_tiles = swap_constants_in_source()
+    assert (factor, widen) == (fit.SWAP_GEMM_FACTOR, fit.WIDEN)
+    # takes_swap's candidates: kF16AShapes' tiles without a block limit, which kF16ASwapShapes must list
+    limited = [s["max_kb"] > 0 for s in fit.parse_shapes(fit.DEFAULT_SHAPES["strict"])]
+    assert swap_tiles == ", ".join(f"kF16AShapes[{i}]" for i, lim in enumerate(limited) if not lim)
 
 
 # (mode, sweep, bound on the geomean of pick / swept best): the fitted-to sweeps and held-out ones, with the
@@ -99,6 +112,17 @@ def test_mn_major_choice_is_the_faster_path_end_to_end():
         if use_pass != (float(pass_us) <= float(smem_us)):
             wrong.append(f"{m}x{n}x{k}")
     assert not wrong, f"the model takes the slower MN-major path on {wrong}"
+
+
+def test_strict_swap_choice_is_the_faster_side():
+    # The same-process A/B of both operand roles on fourteen shapes whose B is the larger (SWAP=0 / 1).
+    shapes = fit.parse_shapes(fit.DEFAULT_SHAPES["strict"])
+    us = shapes_in_source("kF16AShapes")[1]
+    recs = json.loads((LOGS / "fp8-gemm-ab-strict-swap-raw.json").read_text())["records"]
+    assert len(recs) == 14
+    wrong = [f"{r['M']}x{r['N']}x{r['K']}" for r in recs
+             if fit.takes_swap(shapes, us, r["M"], r["N"], r["K"]) != (r["b_us"] < r["a_us"])]  # fmt: skip
+    assert not wrong, f"the model takes the slower operand roles on {wrong}"
 
 
 def test_the_96_wide_tile_is_picked_only_where_it_needs_no_more_waves():

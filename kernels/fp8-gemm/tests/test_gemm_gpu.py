@@ -28,10 +28,12 @@ STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 # the block scale (no second accumulator).
 REG_A_CONFIGS = ["3,128,1", "3,128,2"]
 # Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
-# K % 16 == 0 and M > 64), both widened to bf16 in global memory, or both to f16 in shared memory by converter
-# warps (the default where M <= 64).
+# K % 16 == 0 and M > 64), the same with the roles swapped (C^T = B A^T: b in registers, a widened; the cost
+# model's choice where B is the larger), both widened to bf16 in global memory, or both to f16 in shared
+# memory by converter warps (the default where M <= 64).
 STRICT_PATHS = {
-    "f16-reg-a": {"FP8GEMM_STRICT_F16": "0"},
+    "f16-reg-a": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "0"},
+    "f16-reg-a-swapped": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "1"},
     "bf16-global": {"FP8GEMM_STRICT_BF16": "1"},
     "f16-smem": {"FP8GEMM_STRICT_F16": "1"},
 }
@@ -102,18 +104,35 @@ def test_reg_a_only_configurations(fp8_gemm_cuda, env, config, m, n, k, mn_major
     check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=m + k)
 
 
-def test_strict_path_default_by_rows(fp8_gemm_cuda, env, capfd):
-    # M <= 64 widens both operands in shared memory (elem 3), more rows keep A in registers (elem 4);
-    # FP8GEMM_STRICT_F16 forces either way and names a bad value.
+def test_strict_path_defaults(fp8_gemm_cuda, env, capfd):
+    # M <= 64 widens both operands in shared memory (elem 3), more rows keep A in registers (elem 4), or b
+    # where B is much the larger (elem 5, swapped); FP8GEMM_STRICT_F16 / _SWAP force either way and name a bad
+    # value.
     env.setenv("FP8GEMM_VERBOSE", "1")
-    for m, elem, force in [(64, 3, None), (65, 4, None), (64, 4, "0"), (65, 3, "1")]:
-        if force is not None:
-            env.setenv("FP8GEMM_STRICT_F16", force)
-        check(fp8_gemm_cuda, m, 1024, 512, False, "strict", seed=m)
-        assert f"elem={elem} " in capfd.readouterr().err
-    env.setenv("FP8GEMM_STRICT_F16", "yes")
-    with pytest.raises(RuntimeError, match='FP8GEMM_STRICT_F16 must be "0" or "1", got "yes"'):
-        check(fp8_gemm_cuda, 64, 1024, 512, False, "strict")
+    cases = [(64, 1024, 3, {}), (256, 256, 4, {}), (256, 4096, 5, {}), (4096, 256, 4, {}),
+             (64, 1024, 4, {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "0"}),
+             (4096, 256, 5, {"FP8GEMM_STRICT_SWAP": "1"}),
+             (65, 1024, 3, {"FP8GEMM_STRICT_F16": "1"})]  # fmt: skip
+    for m, n, elem, forced in cases:
+        for name, value in forced.items():
+            env.setenv(name, value)
+        check(fp8_gemm_cuda, m, n, 1024, False, "strict", seed=m + n)
+        assert f"elem={elem} " in capfd.readouterr().err, (m, n, forced)
+    for name in ["FP8GEMM_STRICT_F16", "FP8GEMM_STRICT_SWAP"]:
+        env.setenv(name, "yes")
+        with pytest.raises(RuntimeError, match=f'{name} must be "0" or "1", got "yes"'):
+            check(fp8_gemm_cuda, 256, 256, 512, False, "strict")
+        env.delenv(name)
+
+
+def test_forced_swap_names_a_tile_it_lacks(fp8_gemm_cuda, env):
+    env.setenv("FP8GEMM_STRICT_SWAP", "1")
+    env.setenv("FP8GEMM_CONFIG", "3,128,1")
+    with pytest.raises(RuntimeError, match="FP8GEMM_STRICT_SWAP=1 has no kernel for nc=3, bn=128"):
+        check(fp8_gemm_cuda, 256, 1024, 512, False, "strict")
+    env.delenv("FP8GEMM_STRICT_SWAP")
+    # The cost model's swap gives way to the forced tile.
+    check(fp8_gemm_cuda, 256, 4096, 1024, False, "strict")
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -128,12 +147,16 @@ def test_three_consumer_tile_at_its_block_bound(fp8_gemm_cuda, env, capfd, seed)
     assert "nc=3 waves=1 bn=128 splits=3 " in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("swap", ["0", "1"])
 @pytest.mark.parametrize("config", ["2,128,1", "2,64,1", "1,128,1", *REG_A_CONFIGS])
-def test_strict_zero_tiny_huge_and_nan_scales(fp8_gemm_cuda, env, config):
+def test_strict_zero_tiny_huge_and_nan_scales(fp8_gemm_cuda, env, config, swap):
     # The A-from-registers kernels keep their result in units of the current block's scale: zero scales
     # (whole rows, single blocks, a b_scale block), scales far from 1 either way and a NaN must come out as
     # the reference has them; a row whose scales are all 0 exactly 0.
+    if swap == "1" and config in REG_A_CONFIGS:
+        pytest.skip("the swapped kernels have no three-consumer tile")
     env.setenv("FP8GEMM_CONFIG", config)
+    env.setenv("FP8GEMM_STRICT_SWAP", swap)
     a, b, a_s, b_s = make_inputs(384, 640, 2048, seed=4, device="cuda")
     a_s[7] = 0
     a_s[9, 3] = 0
@@ -152,7 +175,7 @@ def test_strict_zero_tiny_huge_and_nan_scales(fp8_gemm_cuda, env, config):
     assert (out[7] == 0).all()
 
 
-@pytest.mark.parametrize("path", ["f16-reg-a", "f16-smem"])
+@pytest.mark.parametrize("path", ["f16-reg-a", "f16-reg-a-swapped", "f16-smem"])
 @pytest.mark.parametrize("config", STRICT_CONFIGS)
 def test_many_units_per_cta_strict_f16(fp8_gemm_cuda, env, config, path):
     for name, value in STRICT_PATHS[path].items():
