@@ -101,7 +101,7 @@ constexpr double kPassHostUs = 4.0;
 double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
   return 2.0 * double(M + N) * K / 5.0e6 + 2.1 + kPassHostUs;
 }
-// Guessed from the fp8 rows (strict mode takes this path only where M <= 64, below).
+// Guessed from the fp8 rows (the f16 path is opt-in: FP8GEMM_STRICT_F16=1, below).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 // Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649), fitted with
 // `--mode strict` (split-K's constants held at kBf16Split's: the fitted ones bought 0.5 % on the sweep with
@@ -118,7 +118,7 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
 // transposed 2-byte stores; no three-consumer tile), plus the widening pass of the other operand. On the
 // H200 (logs/fp8-gemm-ab-strict-swap-raw.json) swapping was 0.45-0.70x the time on the four 128-row DeepSeek
 // shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.2 to 1.7 picks the faster side on
-// all fourteen (a CPU test).
+// all fourteen (a CPU test). It also takes the four 64-row ones.
 constexpr Shape kF16ASwapShapes[] = {kF16AShapes[0], kF16AShapes[1], kF16AShapes[2]};
 constexpr double kSwapGemmFactor = 1.4;
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
@@ -164,9 +164,9 @@ bool has_tile(const Shape (&shapes)[NS], const Choice &c) {
 
 // Test and benchmark switches: FP8GEMM_FORCE_GENERIC=1 takes the generic kernel on any device,
 // FP8GEMM_REGISTER_EPILOGUE=1 the sm_90a kernel's register-store epilogue (tests compare the paths),
-// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 or 0 forces or
-// forbids strict mode's f16 widening in shared memory (the default for M <= 64), FP8GEMM_STRICT_SWAP=1 or 0
-// its swapped operand roles (C^T = B A^T, the cost model's choice by default), FP8GEMM_STRICT_BF16=1
+// FP8GEMM_VERBOSE=1 prints each sm_90a launch's configuration to stderr, FP8GEMM_STRICT_F16=1 takes strict
+// mode's f16 widening in shared memory (0: the default, not), FP8GEMM_STRICT_SWAP=1 or 0 forces or forbids its
+// swapped operand roles (C^T = B A^T, the cost model's choice by default), FP8GEMM_STRICT_BF16=1
 // its bf16 pass (instead of A widened in registers), FP8GEMM_MN=smem or pass forces how fast mode handles
 // MN-major operands, FP8GEMM_CONFIG a configuration (config_override). Read per call (tests switch them
 // between calls) in one scan of the environment: each getenv scans it again.
@@ -503,17 +503,16 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const int sms = device_sms(dev);
 
   // Strict mode: e4m3fn operands with K % 16 == 0 (B's K permutation works in groups of 16) keep A in fp8 and
-  // widen it in the consumers' registers (Elem::kF16A); the others, or FP8GEMM_STRICT_BF16=1, widen both to
-  // bf16 in global memory. Where M <= 64 (one tile row) e4m3fn operands are widened to f16 in shared memory
-  // instead (Elem::kF16; not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for the converters to
-  // start from): there the GEMM only streams B, and B's widening pass cost more than the GEMM (on the H200
-  // 0.61-0.81x the time on the four M = 64 DeepSeek shapes, 0.93-1.09x at M = 128, 2.1-2.5x at M = 1024:
-  // logs/fp8-gemm-ab-strict-f16-smem-f5710e9.log). FP8GEMM_STRICT_F16=1 or 0 forces or forbids it.
+  // widen it in the consumers' registers (Elem::kF16A), or with the roles swapped b (kF16AS, below); the
+  // others, or FP8GEMM_STRICT_BF16=1, widen both to bf16 in global memory. FP8GEMM_STRICT_F16=1 widens e4m3fn
+  // to f16 in shared memory instead (Elem::kF16; not for fnuz, whose 0x80 NaN and +-240 have no e4m3fn bits for
+  // the converters to start from): on the H200 it beat B's widening pass where M = 64 (0.61-0.81x,
+  // logs/fp8-gemm-ab-strict-f16-smem-f5710e9.log), but the swapped roles beat it there too (0.61-0.91x,
+  // logs/fp8-gemm-ab-strict-swap-m64-5aa04f0.log), and it loses from M = 128 on.
   for (const auto &[name, value] : {std::pair{"STRICT_F16", &sw.strict_f16}, {"STRICT_SWAP", &sw.strict_swap}})
     TORCH_CHECK(value->empty() || *value == "0" || *value == "1", "gemm: FP8GEMM_", name,
                 " must be \"0\" or \"1\", got \"", *value, "\"");
-  const bool f16 = strict && !fnuz &&
-                   (sw.strict_f16 == "1" || (sw.strict_f16.empty() && M <= 64 && !sw.strict_bf16));
+  const bool f16 = strict && !fnuz && sw.strict_f16 == "1";
   const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
   // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
   // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;

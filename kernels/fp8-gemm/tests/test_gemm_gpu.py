@@ -28,9 +28,9 @@ STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 # the block scale (no second accumulator).
 REG_A_CONFIGS = ["3,128,1", "3,128,2"]
 # Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
-# K % 16 == 0 and M > 64), the same with the roles swapped (C^T = B A^T: b in registers, a widened; the cost
-# model's choice where B is the larger), both widened to bf16 in global memory, or both to f16 in shared
-# memory by converter warps (the default where M <= 64).
+# K % 16 == 0), the same with the roles swapped (C^T = B A^T: b in registers, a widened; the cost model's
+# choice where B is much the larger), both widened to bf16 in global memory, or both to f16 in shared memory
+# by converter warps.
 STRICT_PATHS = {
     "f16-reg-a": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "0"},
     "f16-reg-a-swapped": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "1"},
@@ -105,14 +105,12 @@ def test_reg_a_only_configurations(fp8_gemm_cuda, env, config, m, n, k, mn_major
 
 
 def test_strict_path_defaults(fp8_gemm_cuda, env, capfd):
-    # M <= 64 widens both operands in shared memory (elem 3), more rows keep A in registers (elem 4), or b
-    # where B is much the larger (elem 5, swapped); FP8GEMM_STRICT_F16 / _SWAP force either way and name a bad
-    # value.
+    # A stays in registers (elem 4), or b where B is much the larger (elem 5, swapped); FP8GEMM_STRICT_SWAP
+    # forces either way, FP8GEMM_STRICT_F16=1 widens both in shared memory (elem 3); both name a bad value.
     env.setenv("FP8GEMM_VERBOSE", "1")
-    cases = [(64, 1024, 3, {}), (256, 256, 4, {}), (256, 4096, 5, {}), (4096, 256, 4, {}),
-             (64, 1024, 4, {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "0"}),
-             (4096, 256, 5, {"FP8GEMM_STRICT_SWAP": "1"}),
-             (65, 1024, 3, {"FP8GEMM_STRICT_F16": "1"})]  # fmt: skip
+    cases = [(256, 256, 4, {}), (256, 4096, 5, {}), (4096, 256, 4, {}), (64, 8192, 5, {}),
+             (256, 4096, 4, {"FP8GEMM_STRICT_SWAP": "0"}), (4096, 256, 5, {"FP8GEMM_STRICT_SWAP": "1"}),
+             (64, 1024, 3, {"FP8GEMM_STRICT_F16": "1"})]  # fmt: skip
     for m, n, elem, forced in cases:
         for name, value in forced.items():
             env.setenv(name, value)
