@@ -55,7 +55,7 @@ TRANSPOSE = (5.0e6, 2.1)
 # path is A widened in registers (kF16AShapes, with the three-consumer tile at most 64 blocks per split).
 DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
-    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56",
+    "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56;2,1,96,1,0",
     "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
 }
@@ -89,9 +89,11 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
     return best
 
 
-# Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: the two-accumulator tiles priced on
-# the swapped problem times SWAP_GEMM_FACTOR, plus the widening pass (WIDEN: bytes per µs, fixed µs) of the
-# operand each side widens.
+# Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: kF16ASwapShapes (SWAP_SHAPES,
+# SWAP_US) priced on the swapped problem times SWAP_GEMM_FACTOR, plus the widening pass (WIDEN: bytes per µs,
+# fixed µs) of the operand each side widens.
+SWAP_SHAPES = "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0"
+SWAP_US = [1.51, 0.67, 0.67]
 SWAP_GEMM_FACTOR = 1.4
 WIDEN = (3.5e6, 2.0)
 
@@ -101,11 +103,9 @@ def widen_pass_us(rows, k):
 
 
 def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"]):
-    """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes', the swapped
-    candidates their two-accumulator tiles (no kUnitsMaxBlocks limit)."""
+    """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'."""
     plain = choose(shapes, us, m, n, k, split, 2)[2]
-    keep = [i for i, s in enumerate(shapes) if not s["max_kb"]]
-    swapped = choose([shapes[i] for i in keep], [us[i] for i in keep], n, m, k, split, 2)[2]
+    swapped = choose(parse_shapes(SWAP_SHAPES), SWAP_US, n, m, k, split, 2)[2]
     return swapped * SWAP_GEMM_FACTOR + widen_pass_us(m, k) < plain + widen_pass_us(n, k)
 
 

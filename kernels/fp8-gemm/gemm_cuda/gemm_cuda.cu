@@ -105,21 +105,23 @@ double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 // Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649), fitted with
 // `--mode strict` (split-K's constants held at kBf16Split's: the fitted ones bought 0.5 % on the sweep with
-// a 7 % loss on 1024x1536x7168) to bench/results/logs/fp8-gemm-sweep-strict-merged.json, the two-accumulator
-// tiles of d5c5420 and the three-consumer units tile, which takes at most kUnitsMaxBlocks blocks per split:
-// the pick is within 0.6 % of the swept best (2.2 % at the 90th percentile with every constant perturbed by
-// up to 5 %, the split ones 10 %).
+// a 7 % loss on 1024x1536x7168) to bench/results/logs/fp8-gemm-sweep-strict-merged.json: the two-accumulator
+// tiles of d5c5420, the three-consumer units tile, which takes at most kUnitsMaxBlocks blocks per split, and
+// the 128x96 tile (one wave of 128 tiles on 1024 x 1536). The pick is within 0.8 % of the swept best (2.5 % at
+// the 90th percentile with every constant perturbed by up to 5 %, the split ones 10 %).
 constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {2, 1, 64, 1, 0, 0.71},
                                  {1, 1, 128, 1, 0, 0.67},
-                                 {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks}};
-// The same with the operands' roles swapped (Elem::kF16AS): the two-accumulator tiles (units take one scale
-// per row). Priced as unswapped, on the swapped problem, times kSwapGemmFactor (its per-column scales and
-// transposed 2-byte stores; no three-consumer tile), plus the widening pass of the other operand. On the
+                                 {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks},
+                                 {2, 1, 96, 1, 0, 0.90}};
+// With the operands' roles swapped (Elem::kF16AS), on the swapped problem (N x M): its two-accumulator tiles,
+// fitted to the eight swept shapes the model swaps (M <= 128; fp8-gemm-sweep-strict-02ebca0-2x96.json, 0.8 %
+// from the swept best). Against the unswapped pick it is priced times kSwapGemmFactor (its per-column scales
+// and transposed 2-byte stores, no three-consumer tile), plus the widening pass of the other operand: on the
 // H200 (logs/fp8-gemm-ab-strict-swap-raw.json) swapping was 0.45-0.70x the time on the four 128-row DeepSeek
-// shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.2 to 1.7 picks the faster side on
+// shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.1 to 1.7 picks the faster side on
 // all fourteen (a CPU test). It also takes the four 64-row ones.
-constexpr Shape kF16ASwapShapes[] = {kF16AShapes[0], kF16AShapes[1], kF16AShapes[2]};
+constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.51}, {2, 1, 64, 1, 0, 0.67}, {1, 1, 128, 1, 0, 0.67}};
 constexpr double kSwapGemmFactor = 1.4;
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
 // H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
@@ -637,6 +639,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   } else if (elem == Elem::kF16A) {
     FP8GEMM_CASE(Elem::kF16A, 2, 128, 1)
     FP8GEMM_CASE(Elem::kF16A, 3, 128, 1)
+    FP8GEMM_CASE(Elem::kF16A, 2, 96, 1)
     FP8GEMM_CASE(Elem::kF16A, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16A, 1, 128, 1)
   } else if (elem == Elem::kF16AS) {

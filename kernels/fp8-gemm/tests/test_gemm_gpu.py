@@ -24,9 +24,9 @@ FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2",
                 "2,144,1,n2", "2,128,t,1,2", "2,192,t", "2,128,t,n2,2", "2,192,t,m2",
                 "3,128,1", "3,128,3", "3,128,1,n2", "3,128,2,m2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
-# The tile only strict mode's A-from-registers path compiles: three consumers, their result kept in units of
-# the block scale (no second accumulator).
-REG_A_CONFIGS = ["3,128,1", "3,128,2"]
+# Tiles only strict mode's A-from-registers path compiles: three consumers, their result kept in units of
+# the block scale (no second accumulator), and 128x96 (its b_scale split at a run-time column).
+REG_A_CONFIGS = ["3,128,1", "3,128,2", "2,96,1", "2,96,2"]
 # Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
 # K % 16 == 0), the same with the roles swapped (C^T = B A^T: b in registers, a widened; the cost model's
 # choice where B is much the larger), both widened to bf16 in global memory, or both to f16 in shared memory
@@ -152,7 +152,7 @@ def test_strict_zero_tiny_huge_and_nan_scales(fp8_gemm_cuda, env, config, swap):
     # (whole rows, single blocks, a b_scale block), scales far from 1 either way and a NaN must come out as
     # the reference has them; a row whose scales are all 0 exactly 0.
     if swap == "1" and config in REG_A_CONFIGS:
-        pytest.skip("the swapped kernels have no three-consumer tile")
+        pytest.skip("the swapped kernels do not compile this tile")
     env.setenv("FP8GEMM_CONFIG", config)
     env.setenv("FP8GEMM_STRICT_SWAP", swap)
     a, b, a_s, b_s = make_inputs(384, 640, 2048, seed=4, device="cuda")
