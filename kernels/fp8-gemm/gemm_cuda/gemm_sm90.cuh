@@ -508,7 +508,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   uint8_t *tiles = smem;                                   // S x (A | B)
   uint8_t *raw = smem + S * (C::kABytes + C::kBBytes);     // R x e4m3 (A | B)
   uint8_t *epi = raw + R * C::kRawBytes;                   // NC x output staging
-  float *scales = reinterpret_cast<float *>(epi + NC * C::kEpiBytes);  // S x BM
+  float *scales = reinterpret_cast<float *>(epi + NC * C::kEpiBytes);  // S x kScaleRows
   uint64_t *full = reinterpret_cast<uint64_t *>(scales + S * C::kScaleRows);
   uint64_t *empty = full + S;
   uint64_t *raw_full = empty + S;
