@@ -116,11 +116,13 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {2, 1, 96, 1, 0, 0.90}};
 // With the operands' roles swapped (Elem::kF16AS), on the swapped problem (N x M): its two-accumulator tiles,
 // fitted to the eight swept shapes the model swaps (M <= 128; fp8-gemm-sweep-strict-02ebca0-2x96.json, 0.8 %
-// from the swept best). Against the unswapped pick it is priced times kSwapGemmFactor (its per-column scales
-// and transposed 2-byte stores, no three-consumer tile), plus the widening pass of the other operand: on the
-// H200 (logs/fp8-gemm-ab-strict-swap-raw.json) swapping was 0.45-0.70x the time on the four 128-row DeepSeek
-// shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.1 to 1.7 picks the faster side on
-// all fourteen (a CPU test). It also takes the four 64-row ones.
+// from the swept best). Against the unswapped pick it is priced times kSwapGemmFactor (its per-column scales,
+// no three-consumer tile), plus the widening pass of the other operand: on the H200
+// (logs/fp8-gemm-ab-strict-swap-raw.json, tiles then stored from registers) swapping was 0.45-0.70x the time
+// on the four 128-row DeepSeek shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.1 to
+// 1.7 picks the faster side on all fourteen (a CPU test). It also takes the four 64-row ones. The transposed
+// TMA-store epilogue since made the swapped kernels 0.79-1.04x (logs/fp8-gemm-ab-strict-swap-tma-epilogue.log;
+// 1024x7168x256: 27.3 -> 21.7 us, still above the unswapped 20.4).
 constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.51}, {2, 1, 64, 1, 0, 0.67}, {1, 1, 128, 1, 0, 0.67}};
 constexpr double kSwapGemmFactor = 1.4;
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
@@ -613,14 +615,14 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   p.scale_mul = fnuz && !strict ? 0.25f : 1.0f;
   p.c = reinterpret_cast<__nv_bfloat16 *>(c.data_ptr());
   // The TMA-store epilogue needs a 16-byte row pitch and base (c is contiguous: the binding checks it). Its
-  // boxes are 64 rows by store_cols() columns, one swizzle span; tiles whose BN is not a multiple of 32 store
-  // from registers, as do the swapped ones (their tile is transposed).
-  p.tma_store = elem != Elem::kF16 && !swap && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
+  // boxes are 64 rows by store_cols() columns, one swizzle span (swapped: BN rows by 64 columns, the tile
+  // transposed); tiles whose BN is not a multiple of 32 store from registers.
+  p.tma_store = elem != Elem::kF16 && ch.bn % 32 == 0 && N % 8 == 0 && aligned(c.data_ptr(), 16) &&
                 !sw.register_epilogue;
-  const int store_cols = fp8gemm::sm90::store_cols(ch.bn);
+  const int store_cols = swap ? 64 : fp8gemm::sm90::store_cols(ch.bn), store_rows = swap ? ch.bn : 64;
   const auto store_swizzle = store_cols == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   const CUtensorMap mc = p.tma_store ? make_map(c.data_ptr(), CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, N, M, N,
-                                                store_cols, 64, store_swizzle)
+                                                store_cols, store_rows, store_swizzle)
                                      : ma;  // unused by the kernel
 
 #define FP8GEMM_CASE(E, NC, BN, W)                                                     \

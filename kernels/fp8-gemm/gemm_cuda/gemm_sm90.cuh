@@ -160,7 +160,7 @@ struct Config {
   // swizzle span. None when widening to f16 (the e4m3 ring needs the room) or when BN is not a multiple of 32
   // (those tiles store from registers).
   static constexpr int kStoreCols = store_cols(BN);
-  static constexpr int kEpiBytes = E == Elem::kF16 || kSwapped || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
+  static constexpr int kEpiBytes = E == Elem::kF16 || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
@@ -279,6 +279,12 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
 __device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c),
                "r"(d)
+               : "memory");
+}
+
+__device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b),
+               "r"(c), "r"(d)
                : "memory");
 }
 
@@ -978,8 +984,25 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         const int swz = kChunks == 8 ? (lane / 4) & 7 : (lane / 8) & 3;
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // previous tile's store
         named_sync(2 + cw, 128);
+        // Swapped (C^T's tile): per wave one box of BN rows of c (m) by 64 columns (n, 128 bytes), written
+        // transposed by stmatrix.trans, four 8x8 matrices (rows +0 / +8 of column groups j, j + 1) at a time:
+        // lane l names row 8 (j + l / 16) + l % 8 of the box, 16-byte chunk 2 warp + l / 8 % 2 (XOR row % 8).
+        auto pair = [&](int w, int r) {
+          const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][r ^ kSwap], res[w][(r + 1) ^ kSwap]);
+          return *reinterpret_cast<const uint32_t *>(&v);
+        };
+        if constexpr (C::kSwapped) {
 #pragma unroll
-        for (int w = 0; w < W; ++w)
+          for (int w = 0; w < W; ++w)
+#pragma unroll
+            for (int j = 0; j < BN / 8; j += 2) {
+              const int row = 8 * (j + lane / 16) + lane % 8, chunk = 2 * warp + lane / 8 % 2;
+              stsm_x4_trans(stage_base + w * BN * 128 + row * 128 + ((chunk ^ (row % 8)) << 4), pair(w, 4 * j),
+                            pair(w, 4 * j + 2), pair(w, 4 * j + 4), pair(w, 4 * j + 6));
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < (C::kSwapped ? 0 : W); ++w)
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
@@ -987,25 +1010,28 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               const int box = w * (BN / C::kStoreCols) + j / kChunks;
               const int off = box * kBoxBytes + (row_in_wave + 8 * h) * (kChunks * 16) +
                               (((j % kChunks) ^ swz) * 16) + (lane % 4) * 4;
-              const int r = 4 * j + 2 * h;
-              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][r ^ kSwap], res[w][(r + 1) ^ kSwap]);
-              sts32(stage_base + off, *reinterpret_cast<const uint32_t *>(&v));
+              sts32(stage_base + off, pair(w, 4 * j + 2 * h));
             }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         named_sync(2 + cw, 128);
         if (tid == 0) {
 #pragma unroll
-          for (int w = 0; w < W; ++w)
+          for (int w = 0; w < W; ++w) {
+            if constexpr (C::kSwapped) {  // box at (n, m) = (this wave's first tile row, n0)
+              tma_store_2d(&map_c, stage_c + w * BN * 128, mb * BM + first_row + 64 * w, n0);
+            } else {
 #pragma unroll
-            for (int box = 0; box < BN / C::kStoreCols; ++box)
-              tma_store_2d(&map_c, stage_c + (w * (BN / C::kStoreCols) + box) * kBoxBytes, n0 + box * C::kStoreCols,
-                           mb * BM + first_row + 64 * w);
+              for (int box = 0; box < BN / C::kStoreCols; ++box)
+                tma_store_2d(&map_c, stage_c + (w * (BN / C::kStoreCols) + box) * kBoxBytes,
+                             n0 + box * C::kStoreCols, mb * BM + first_row + 64 * w);
+            }
+          }
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
         continue;
       }
-      // Epilogue without TMA (odd N, unaligned c, swapped): bf16 pairs straight from registers; swapped, the
-      // tile is C^T's: its element (m, n) is c's (n, m), c's rows p.M long.
+      // Epilogue without TMA (odd N or unaligned c): bf16 pairs straight from registers; swapped, the tile is
+      // C^T's: its element (m, n) is c's (n, m), c's rows p.M long.
       const bool pairs = (p.N % 2) == 0;
 #pragma unroll
       for (int w = 0; w < W; ++w)

@@ -123,6 +123,14 @@ def test_strict_path_defaults(fp8_gemm_cuda, env, capfd):
         env.delenv(name)
 
 
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_swapped_roles_on_every_shape(fp8_gemm_cuda, env, m, n, k, mn_major):
+    # Tails in every dimension with the roles swapped: the transposed stores and the per-column scales.
+    env.setenv("FP8GEMM_STRICT_SWAP", "1")
+    check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=m * n + k)
+
+
 def test_forced_swap_names_a_tile_it_lacks(fp8_gemm_cuda, env):
     env.setenv("FP8GEMM_STRICT_SWAP", "1")
     env.setenv("FP8GEMM_CONFIG", "3,128,1")
