@@ -15,7 +15,7 @@ wrong when K/128 is not a multiple of 4). --sweep also times every compiled tile
 transpose pass, for tuning the heuristic (bench/fp8_gemm_fit.py); --sweep mn only the last. Writes
 fp8-gemm-h200.json and fp8-gemm-h200.md. --sweep fast (strict) times only that mode's cost-model candidates x
 splits and the heuristic's pick on K-major operands per shape, nothing else, into fp8-gemm-sweep-fast.json
-(-strict.json).
+(-strict.json; strict also times the swapped-role tiles, keyed swap:CONFIG).
 """
 
 import argparse
@@ -59,9 +59,14 @@ FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
-# Strict mode (16-bit kernels): every tile (nc, bn, waves) of kF16AShapes x K split, no clusters.
+# Strict mode (16-bit kernels): every tile (nc, bn, waves) of kF16AShapes x K split, no clusters, with the
+# operand roles as given (FP8GEMM_STRICT_SWAP=0: a forced tile the swapped kernels also compile would
+# otherwise run swapped where the model swaps); then kF16ASwapShapes' tiles swapped, keyed "swap:CONFIG" (the
+# configuration on the swapped problem: bench/fp8_gemm_fit.py --mode swap).
 STRICT_TILES = [(2, 128, 1), (2, 64, 1), (1, 128, 1), (3, 128, 1), (2, 96, 1)]
 STRICT_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in STRICT_TILES for s in (1, 2, 4)]
+STRICT_SWAP_SWEEP = [f"{nc},{bn},{s},1,1" for nc, bn in ((2, 128), (2, 64), (1, 128)) for s in (1, 2, 4)]
+UNSWAPPED = {"FP8GEMM_STRICT_SWAP": "0"}
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
@@ -192,12 +197,13 @@ def full_operator_us(gemm, m, n, k, sets=4, iters=30):
     return wall_us(lambda: gemm(*next(rotation)), iters)
 
 
-def sweep_shape(op, x, ref, configs, extra):
-    """Every configuration in `configs` (FP8GEMM_CONFIG) of `op`, then the `extra` (env, name) cases."""
+def sweep_shape(op, x, ref, configs, extra, env=None):
+    """Every configuration in `configs` (FP8GEMM_CONFIG, with `env`) of `op`, then the `extra` (env, name)
+    cases."""
     m, n = x[0].shape[0], x[1].shape[0]
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
     mn = {"FP8GEMM_MN": "smem"} if x[0].stride(0) == 1 else {}
-    cases = [({"FP8GEMM_CONFIG": cfg, **mn}, cfg) for cfg in configs] + extra
+    cases = [({"FP8GEMM_CONFIG": cfg, **mn, **(env or {})}, cfg) for cfg in configs] + extra
     out = {}
     for env, name in cases:
         with switches(env):
@@ -231,7 +237,8 @@ def run_shape(mod, ops, m, n, k, sweep):
         if sweep == "all" and layout == "k-major":
             regepi = [({"FP8GEMM_REGISTER_EPILOGUE": "1"}, "auto-regepi")]
             recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, SWEEP, regepi)
-            recs[-1]["sweep"] = sweep_shape(ops.gemm_strict, x, ref, STRICT_SWEEP, [])
+            strict_op = ops.gemm_strict
+            recs[-1]["sweep"] = sweep_shape(strict_op, x, ref, STRICT_SWEEP, strict_swap_cases(), UNSWAPPED)
         if sweep and layout == "mn-major":
             recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, MN_SWEEP, [({"FP8GEMM_MN": "pass"}, "pass")])
     full = full_operator_us(mod.gemm, m, n, k)
@@ -382,10 +389,17 @@ def run_meta(args):
                 timing=TIMING)  # fmt: skip
 
 
+def strict_swap_cases():
+    """sweep_shape's extra cases: the swapped strict tiles, keyed "swap:CONFIG"."""
+    return [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_STRICT_SWAP": "1"}, f"swap:{cfg}") for cfg in STRICT_SWAP_SWEEP]
+
+
 def sweep_model_shape(ops, m, n, k, mode):
     """`--sweep fast|strict`: the heuristic's pick and the cost model's candidates x splits
     (FAST_MODEL_SWEEP or STRICT_SWEEP) on K-major operands, one record."""
-    op, configs = (ops.gemm, FAST_MODEL_SWEEP) if mode == "fast" else (ops.gemm_strict, STRICT_SWEEP)
+    fast = mode == "fast"
+    op, configs = (ops.gemm, FAST_MODEL_SWEEP) if fast else (ops.gemm_strict, STRICT_SWEEP)
+    extra, env = ([], None) if fast else (strict_swap_cases(), UNSWAPPED)
     seed_shape(m, n, k)
     x = make_inputs(m, n, k, False)
     ref = reference(*x)
@@ -395,7 +409,7 @@ def sweep_model_shape(ops, m, n, k, mode):
     correct = bad == 0 if mode == "strict" else err < FAST_BAR
     rec = dict(M=m, N=n, K=k, layout="k-major", mode=mode, kforge_us=us,
                kforge_correct=correct, kforge_rel_err=err, kforge_strict_bad=bad,
-               sweep=sweep_shape(op, x, ref, configs, []))  # fmt: skip
+               sweep=sweep_shape(op, x, ref, configs, extra, env))  # fmt: skip
     best = min(rec["sweep"].items(), key=lambda kv: kv[1]["us"])
     print(f"{m:5d} {n:5d} {k:5d} auto {us:7.1f}us  best {best[0]} {best[1]['us']:7.1f}us", flush=True)
     return rec

@@ -1,7 +1,8 @@
 """Fits the sm_90a cost model (kFp8Shapes / kF16AShapes / kBf16Shapes in
 kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or more --sweep runs.
 
-    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|mn] [--shapes "..."]
+    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|swap|mn]
+                                 [--shapes "..."]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
 per unit x the configuration's µs per block + 0.5 µs per unit, more when split), at least the DRAM time,
@@ -9,7 +10,9 @@ plus the split partials' traffic; candidates within 3 % keep the earlier one. Th
 configuration's µs per block and the two split-K constants so that the model's pick is as fast as possible on
 the swept shapes (coordinate search on the geomean of pick / swept best; several sweeps are fitted together,
 each judging only the candidates it timed), and prints the constants and each sweep's per-shape picks.
---mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the MN-major sweep, against
+--mode swap fits kF16ASwapShapes on the strict sweep's "swap:CONFIG" entries (the roles swapped: each record
+becomes the N x M problem). --mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the
+MN-major sweep, against
 the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted rate plus a fixed µs)
 and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
 """
@@ -43,7 +46,7 @@ def config_key(s, splits):
 
 # Split-K (fixed µs per unit, partials' bytes per µs) as gemm_cuda.cu has them (kFp8Split; kBf16Split for
 # both strict paths): the first starting point of the fit.
-SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6), "bf16": (4.1, 3.0e6)}
+SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6), "bf16": (4.1, 3.0e6), "swap": (4.1, 3.0e6)}
 # kFp8Shapes' µs per block (--mode mn prices the K-major kernels after the transpose pass with them) and
 # transpose_pass_us()'s GPU constants (bytes per µs, fixed µs), the mn fit's starting point (kernel-only
 # times: gemm_cuda.cu adds kPassHostUs, the pass's host cost, on top).
@@ -57,6 +60,7 @@ DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
     "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56;2,1,96,1,0",
     "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+    "swap": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
 }
 
@@ -89,10 +93,9 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
     return best
 
 
-# Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: kF16ASwapShapes (SWAP_SHAPES,
-# SWAP_US) priced on the swapped problem times SWAP_GEMM_FACTOR, plus the widening pass (WIDEN: bytes per µs,
-# fixed µs) of the operand each side widens.
-SWAP_SHAPES = "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0"
+# Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: kF16ASwapShapes (its tiles in
+# DEFAULT_SHAPES["swap"], SWAP_US) priced on the swapped problem times SWAP_GEMM_FACTOR, plus the widening
+# pass (WIDEN: bytes per µs, fixed µs) of the operand each side widens.
 SWAP_US = [1.51, 0.67, 0.67]
 SWAP_GEMM_FACTOR = 1.4
 WIDEN = (3.5e6, 2.0)
@@ -105,7 +108,7 @@ def widen_pass_us(rows, k):
 def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"]):
     """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'."""
     plain = choose(shapes, us, m, n, k, split, 2)[2]
-    swapped = choose(parse_shapes(SWAP_SHAPES), SWAP_US, n, m, k, split, 2)[2]
+    swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2)[2]
     return swapped * SWAP_GEMM_FACTOR + widen_pass_us(m, k) < plain + widen_pass_us(n, k)
 
 
@@ -155,15 +158,31 @@ def quality(recs, shapes, us, split):
     return math.exp(sum(logs) / len(logs)), max(logs)
 
 
+SWAPPED = "swap:"  # --sweep strict's keys of the swapped tiles
+
+
+def swapped_entries(sweep):
+    return {k[len(SWAPPED) :]: v for k, v in sweep.items() if k.startswith(SWAPPED)}
+
+
 def load_records(path, mode):
     """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major; bf16: strict sweeps of the
-    bf16 path), each with its swept best."""
-    mode, layout = {"mn": ("fast", "mn-major"), "bf16": ("strict", "k-major")}.get(mode, (mode, "k-major"))
+    bf16 path; swap: strict's swapped entries, as the N x M problem), each with its swept best."""
+    swap = mode == "swap"
+    layouts = {"mn": ("fast", "mn-major"), "bf16": ("strict", "k-major"), "swap": ("strict", "k-major")}
+    mode, layout = layouts.get(mode, (mode, "k-major"))
     with open(path) as f:
         recs = json.load(f)["records"]
     recs = [r for r in recs if r.get("sweep") and r["mode"] == mode and r["layout"] == layout]
+    if swap:
+        as_swapped = [dict(r, M=r["N"], N=r["M"], sweep=swapped_entries(r["sweep"])) for r in recs]
+        recs = [r for r in as_swapped if r["sweep"]]
     for r in recs:
-        swept = [(k, v) for k, v in r["sweep"].items() if k.count(",") == 4 or k == "pass"]
+        swept = [
+            (k, v)
+            for k, v in r["sweep"].items()
+            if (k.count(",") == 4 and not k.startswith(SWAPPED)) or k == "pass"
+        ]
         r["best_key"], best = min(swept, key=lambda kv: kv[1]["us"])
         r["best_us"] = best["us"]
     return recs
@@ -173,7 +192,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json", nargs="+", help="sweep results; several are fitted together")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
-    ap.add_argument("--mode", choices=["fast", "strict", "bf16", "mn"], default="fast")
+    ap.add_argument("--mode", choices=["fast", "strict", "bf16", "swap", "mn"], default="fast")
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
     by_file = {path: load_records(path, args.mode) for path in args.json}

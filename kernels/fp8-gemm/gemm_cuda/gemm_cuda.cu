@@ -115,8 +115,8 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks},
                                  {2, 1, 96, 1, 0, 0.90}};
 // With the operands' roles swapped (Elem::kF16AS), on the swapped problem (N x M): its two-accumulator tiles,
-// fitted to the eight swept shapes the model swaps (M <= 128; fp8-gemm-sweep-strict-02ebca0-2x96.json, 0.8 %
-// from the swept best). Against the unswapped pick it is priced times kSwapGemmFactor (its per-column scales,
+// fitted (`--mode swap`, split-K's constants held at kBf16Split's) to the eight swept shapes the model swaps
+// (M <= 128; logs/fp8-gemm-sweep-strict-swapped-02ebca0.json, 0.8 % from the swept best). Against the unswapped pick it is priced times kSwapGemmFactor (its per-column scales,
 // no three-consumer tile), plus the widening pass of the other operand: on the H200
 // (logs/fp8-gemm-ab-strict-swap-raw.json, tiles then stored from registers) swapping was 0.45-0.70x the time
 // on the four 128-row DeepSeek shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.1 to

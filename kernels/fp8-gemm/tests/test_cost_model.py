@@ -58,7 +58,7 @@ def test_fit_script_mirrors_the_constants_of_gemm_cuda():
     assert split_in_source("kBf16Split") == fit.SPLIT["strict"] == fit.SPLIT["bf16"]
     assert transpose_in_source()[0] == fit.TRANSPOSE
     assert swap_constants_in_source() == (fit.SWAP_GEMM_FACTOR, fit.WIDEN)
-    assert shapes_in_source("kF16ASwapShapes") == (fit.SWAP_SHAPES, fit.SWAP_US)
+    assert shapes_in_source("kF16ASwapShapes") == (fit.DEFAULT_SHAPES["swap"], fit.SWAP_US)
 
 
 # (mode, sweep, bound on the geomean of pick / swept best): the fitted-to sweeps and held-out ones, with the
@@ -69,6 +69,7 @@ CASES = [
     ("fast", "fp8-gemm-sweep-0be2a4c.json", 1.019),
     ("fast", "fp8-gemm-sweep-1032018.json", 1.019),
     ("strict", "fp8-gemm-sweep-strict-merged.json", 1.008),
+    ("swap", "fp8-gemm-sweep-strict-swapped-02ebca0.json", 1.008),
     ("bf16", "fp8-gemm-sweep-0be2a4c.json", 1.010),
     ("bf16", "fp8-gemm-sweep-1032018.json", 1.006),
     ("mn", "fp8-gemm-sweep-mn-pre-513a8bf.json", 1.0001),
@@ -79,13 +80,14 @@ CASES = [
 @pytest.mark.parametrize("mode,sweep,bound", CASES)
 def test_picks_stay_close_to_the_swept_best(mode, sweep, bound):
     recs = fit.load_records(LOGS / sweep, mode)
-    assert len(recs) == 30, f"{sweep}: expected the 30 swept shapes of {mode} mode, found {len(recs)}"
+    expected = 8 if mode == "swap" else 30  # swap: the M <= 128 shapes the model swaps
+    assert len(recs) == expected, f"{sweep}: {expected} {mode} shapes expected, {len(recs)} found"
     shapes = fit.parse_shapes(fit.DEFAULT_SHAPES[mode])
     if mode == "mn":
         us, consts = shapes_in_source("kFp8MNShapes")[1], transpose_in_source()[0]
     else:
-        table = {"fast": "kFp8Shapes", "strict": "kF16AShapes", "bf16": "kBf16Shapes"}[mode]
-        us, consts = shapes_in_source(table)[1], fit.SPLIT[mode]
+        tables = {"fast": "kFp8Shapes", "strict": "kF16AShapes", "bf16": "kBf16Shapes"}
+        us, consts = shapes_in_source(tables.get(mode, "kF16ASwapShapes"))[1], fit.SPLIT[mode]
     # A sweep that never timed a candidate (the 128x96 tile before 0dbb803) judges the model without it.
     geomean, _ = fit.quality(recs, shapes, us, consts)
     assert geomean <= bound, f"{mode} on {sweep}: pick / swept best {geomean:.4f} > {bound}"
