@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import fp8_gemm_fit as fit  # the cost models' candidate tiles (the strict sweeps time them)
 import torch
 import triton
 import triton.testing
@@ -59,13 +60,15 @@ FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
-# Strict mode (16-bit kernels): every tile (nc, bn, waves) of kF16AShapes x K split, no clusters, with the
+# Strict mode (16-bit kernels): every tile of kF16AShapes (fp8_gemm_fit's copy, which a CPU test holds to
+# gemm_cuda.cu) x K split, no clusters, with the
 # operand roles as given (FP8GEMM_STRICT_SWAP=0: a forced tile the swapped kernels also compile would
 # otherwise run swapped where the model swaps); then kF16ASwapShapes' tiles swapped, keyed "swap:CONFIG" (the
 # configuration on the swapped problem: bench/fp8_gemm_fit.py --mode swap).
-STRICT_TILES = [(2, 128, 1), (2, 64, 1), (1, 128, 1), (3, 128, 1), (2, 96, 1)]
-STRICT_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in STRICT_TILES for s in (1, 2, 4)]
-STRICT_SWAP_SWEEP = [f"{nc},{bn},{s},1,1" for nc, bn in ((2, 128), (2, 64), (1, 128)) for s in (1, 2, 4)]
+STRICT_SWEEP, STRICT_SWAP_SWEEP = (
+    [fit.config_key(tile, s) for tile in fit.parse_shapes(fit.DEFAULT_SHAPES[mode]) for s in (1, 2, 4)]
+    for mode in ("strict", "swap")
+)
 UNSWAPPED = {"FP8GEMM_STRICT_SWAP": "0"}
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
@@ -237,8 +240,9 @@ def run_shape(mod, ops, m, n, k, sweep):
         if sweep == "all" and layout == "k-major":
             regepi = [({"FP8GEMM_REGISTER_EPILOGUE": "1"}, "auto-regepi")]
             recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, SWEEP, regepi)
-            strict_op = ops.gemm_strict
-            recs[-1]["sweep"] = sweep_shape(strict_op, x, ref, STRICT_SWEEP, strict_swap_cases(), UNSWAPPED)
+            recs[-1]["sweep"] = sweep_shape(
+                ops.gemm_strict, x, ref, STRICT_SWEEP, strict_swap_cases(), UNSWAPPED
+            )
         if sweep and layout == "mn-major":
             recs[-2]["sweep"] = sweep_shape(ops.gemm, x, ref, MN_SWEEP, [({"FP8GEMM_MN": "pass"}, "pass")])
     full = full_operator_us(mod.gemm, m, n, k)

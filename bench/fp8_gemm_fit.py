@@ -12,9 +12,8 @@ the swept shapes (coordinate search on the geomean of pick / swept best; several
 each judging only the candidates it timed), and prints the constants and each sweep's per-shape picks.
 --mode swap fits kF16ASwapShapes on the strict sweep's "swap:CONFIG" entries (the roles swapped: each record
 becomes the N x M problem). --mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the
-MN-major sweep, against
-the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted rate plus a fixed µs)
-and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
+MN-major sweep, against the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted
+rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
 """
 
 import argparse
@@ -55,7 +54,7 @@ FAST_US = [1.15, 0.84, 0.35, 0.36, 0.99, 0.76, 0.79, 0.60]
 TRANSPOSE = (5.0e6, 2.1)
 # Each mode's candidates, in gemm_cuda.cu's order (kFp8Shapes, kF16AShapes, kFp8MNShapes). Strict sweeps
 # before c822649 timed the bf16 path (kBf16Shapes: the first three tiles); from c822649 on the default strict
-# path is A widened in registers (kF16AShapes, with the three-consumer tile at most 64 blocks per split).
+# path is A widened in registers (kF16AShapes, with the three-consumer tile at most 56 blocks per split).
 DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
     "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56;2,1,96,1,0",

@@ -116,13 +116,14 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {2, 1, 96, 1, 0, 0.90}};
 // With the operands' roles swapped (Elem::kF16AS), on the swapped problem (N x M): its two-accumulator tiles,
 // fitted (`--mode swap`, split-K's constants held at kBf16Split's) to the eight swept shapes the model swaps
-// (M <= 128; logs/fp8-gemm-sweep-strict-swapped-02ebca0.json, 0.8 % from the swept best). Against the unswapped pick it is priced times kSwapGemmFactor (its per-column scales,
-// no three-consumer tile), plus the widening pass of the other operand: on the H200
-// (logs/fp8-gemm-ab-strict-swap-raw.json, tiles then stored from registers) swapping was 0.45-0.70x the time
-// on the four 128-row DeepSeek shapes and 1.06-1.49x on ten others with B the larger; any factor from 1.1 to
-// 1.7 picks the faster side on all fourteen (a CPU test). It also takes the four 64-row ones. The transposed
-// TMA-store epilogue since made the swapped kernels 0.79-1.04x (logs/fp8-gemm-ab-strict-swap-tma-epilogue.log;
-// 1024x7168x256: 27.3 -> 21.7 us, still above the unswapped 20.4).
+// (M <= 128; logs/fp8-gemm-sweep-strict-swapped-02ebca0.json, 0.8 % from the swept best). Against the
+// unswapped pick it is priced times kSwapGemmFactor (its per-column scales, no three-consumer tile), plus the
+// widening pass of the other operand: on the H200 (logs/fp8-gemm-ab-strict-swap-raw.json, tiles then stored
+// from registers) swapping was 0.45-0.70x the time on the four 128-row DeepSeek shapes and 1.06-1.49x on ten
+// others with B the larger; any factor from 1.1 to 1.7 picks the faster side on all fourteen (a CPU test). It
+// also takes the four 64-row ones. The transposed TMA-store epilogue since made the swapped kernels 0.79-1.04x
+// (logs/fp8-gemm-ab-strict-swap-tma-epilogue.log; 1024x7168x256: 27.3 -> 21.7 us, still above the unswapped
+// 20.4).
 constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.51}, {2, 1, 64, 1, 0, 0.67}, {1, 1, 128, 1, 0, 0.67}};
 constexpr double kSwapGemmFactor = 1.4;
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the

@@ -1000,18 +1000,19 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               stsm_x4_trans(stage_base + w * BN * 128 + row * 128 + ((chunk ^ (row % 8)) << 4), pair(w, 4 * j),
                             pair(w, 4 * j + 2), pair(w, 4 * j + 4), pair(w, 4 * j + 6));
             }
+        } else {
+#pragma unroll
+          for (int w = 0; w < W; ++w)
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int box = w * (BN / C::kStoreCols) + j / kChunks;
+                const int off = box * kBoxBytes + (row_in_wave + 8 * h) * (kChunks * 16) +
+                                (((j % kChunks) ^ swz) * 16) + (lane % 4) * 4;
+                sts32(stage_base + off, pair(w, 4 * j + 2 * h));
+              }
         }
-#pragma unroll
-        for (int w = 0; w < (C::kSwapped ? 0 : W); ++w)
-#pragma unroll
-          for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int box = w * (BN / C::kStoreCols) + j / kChunks;
-              const int off = box * kBoxBytes + (row_in_wave + 8 * h) * (kChunks * 16) +
-                              (((j % kChunks) ^ swz) * 16) + (lane % 4) * 4;
-              sts32(stage_base + off, pair(w, 4 * j + 2 * h));
-            }
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         named_sync(2 + cw, 128);
         if (tid == 0) {
