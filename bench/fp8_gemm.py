@@ -61,12 +61,12 @@ FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
 # Strict mode (16-bit kernels): every tile of kF16AShapes (fp8_gemm_fit's copy, which a CPU test holds to
-# gemm_cuda.cu) x K split, no clusters, with the
+# gemm_cuda.cu) x K split (1, 2, 4 and "t", the split last wave its cost model weighs), no clusters, with the
 # operand roles as given (FP8GEMM_STRICT_SWAP=0: a forced tile the swapped kernels also compile would
 # otherwise run swapped where the model swaps); then kF16ASwapShapes' tiles swapped, keyed "swap:CONFIG" (the
 # configuration on the swapped problem: bench/fp8_gemm_fit.py --mode swap).
 STRICT_SWEEP, STRICT_SWAP_SWEEP = (
-    [fit.config_key(tile, s) for tile in fit.parse_shapes(fit.DEFAULT_SHAPES[mode]) for s in (1, 2, 4)]
+    [fit.config_key(tile, s) for tile in fit.parse_shapes(fit.DEFAULT_SHAPES[mode]) for s in (1, 2, 4, "t")]
     for mode in ("strict", "swap")
 )
 UNSWAPPED = {"FP8GEMM_STRICT_SWAP": "0"}

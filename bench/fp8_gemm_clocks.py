@@ -3,12 +3,12 @@ under sustained tensor-core load, and how much of the peak at that clock each ke
 
     python bench/fp8_gemm_clocks.py BUILD.so MxNxK[,MxNxK...] [--seconds 2] [--json OUT]
 
-Per shape and side (kforge fast, cuBLAS blockwise, kforge strict; K-major inputs), while `nvidia-smi` samples
-every 20 ms: first the benchmark's own do_bench timing (L2 flushed before each launch), then launches back to
-back for --seconds without flushes (the steady state of a long run). Reports
-µs per call (CUDA events over the whole window), TFLOPS, the median SM clock and power of the samples after
-the first 0.3 s, the clock-event reasons seen, and the fraction of the dense tensor-core peak at the measured
-clock (FP8: 8192 FLOP per clock per SM; 16-bit: 4096).
+Per shape and side (kforge fast, cuBLAS blockwise, kforge strict, cuBLAS bf16 without scales; K-major
+inputs), while `nvidia-smi` samples every 20 ms: first the benchmark's own do_bench timing (L2 flushed before
+each launch), then launches back to back for --seconds without flushes (the steady state of a long run).
+Reports µs per call (CUDA events over the whole window), TFLOPS, the median SM clock and power of the
+samples after the first 0.3 s, the clock-event reasons seen, and the fraction of the dense tensor-core peak at
+the measured clock (FP8: 8192 FLOP per clock per SM; 16-bit: 4096).
 """
 
 import argparse
@@ -102,13 +102,16 @@ def summary(samples, shape, us, kind, sms):
 
 
 def clock_shape(ops, sampler, shape, seconds, sms):
-    """The three sides of one shape, each sustained for `seconds`; their records."""
+    """The four sides of one shape, each sustained for `seconds`; their records."""
     m, n, k = (int(v) for v in shape.split("x"))
     seed_shape(m, n, k)
     x = make_inputs(m, n, k, False)
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    # cuBLAS bf16: a plain bf16 product of the same size (no scales), the 16-bit anchor for strict mode.
+    a16, b16 = x[0].to(torch.bfloat16), x[1].to(torch.bfloat16).t()
     sides = [("kforge fast", "fp8", functools.partial(ops.gemm, *x, c)), ("cuBLAS", "fp8", cublas_fn(*x)),
-             ("kforge strict", "16-bit", functools.partial(ops.gemm_strict, *x, c))]  # fmt: skip
+             ("kforge strict", "16-bit", functools.partial(ops.gemm_strict, *x, c)),
+             ("cuBLAS bf16", "16-bit", functools.partial(torch.matmul, a16, b16, out=c))]  # fmt: skip
     records = []
     for label, kind, fn in sides:
         t0 = time.perf_counter()

@@ -64,8 +64,24 @@ DEFAULT_SHAPES = {
 }
 
 
-def choose(shapes, us, m, n, k, split, elem_bytes=1):
-    """gemm_cuda.cu's choose(): (shape index, splits, cost) of the cheapest candidate; split as in SPLIT."""
+def tail_splits(units, slots, kb):
+    """gemm_cuda.cu's tail_splits(): K splits (2-4) for the tiles of a partial last wave, or 1."""
+    rem = units % slots
+    if units < 2 * slots or rem == 0:
+        return 1
+    best, best_time = 1, 1.0
+    for s in range(2, 5):
+        if kb < 2 * s:
+            break
+        time = cdiv(rem * s, slots) / s
+        if time < best_time - 1e-9:
+            best, best_time = s, time
+    return best
+
+
+def choose(shapes, us, m, n, k, split, elem_bytes=1, tail=False):
+    """gemm_cuda.cu's choose(): (shape index, splits, cost) of the cheapest candidate; split as in SPLIT. With
+    `tail` (its weigh_tail: strict mode) an unsplit candidate's partial last wave may be split: splits "t"."""
     kb = cdiv(k, 128)
     mem = m * n * 2 / 3.0e6 + (m + n) * k * elem_bytes / 3.0e6
     best, best_cost = None, math.inf
@@ -89,14 +105,21 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1):
                 cost += splits * m * n * 8 / split[1]
             if cost < best_cost * 0.97:
                 best_cost, best = cost, (i, splits, cost)
+            ts = tail_splits(tiles, SMS, kb) if tail and splits == 1 and s["cluster"] == 1 else 1
+            if ts > 1:
+                rem = tiles % SMS
+                full_waves = tiles // SMS * (kb * us[i] + 0.5)
+                split_rounds = cdiv(rem * ts, SMS) * (cdiv(kb, ts) * us[i] + split[0])
+                cost = max(full_waves + split_rounds + ts * m * n * 8 / split[1] * rem / tiles, mem)
+                if cost < best_cost * 0.97:
+                    best_cost, best = cost, (i, "t", cost)
     return best
 
 
 # Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: kF16ASwapShapes (its tiles in
-# DEFAULT_SHAPES["swap"], SWAP_US) priced on the swapped problem times SWAP_GEMM_FACTOR, plus the widening
-# pass (WIDEN: bytes per µs, fixed µs) of the operand each side widens.
-SWAP_US = [1.51, 0.67, 0.67]
-SWAP_GEMM_FACTOR = 1.4
+# DEFAULT_SHAPES["swap"], SWAP_US) priced on the swapped problem, plus the widening pass (WIDEN: bytes per µs,
+# fixed µs) of the operand each side widens.
+SWAP_US = [1.26, 0.75, 0.71]
 WIDEN = (3.5e6, 2.0)
 
 
@@ -106,9 +129,9 @@ def widen_pass_us(rows, k):
 
 def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"]):
     """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'."""
-    plain = choose(shapes, us, m, n, k, split, 2)[2]
-    swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2)[2]
-    return swapped * SWAP_GEMM_FACTOR + widen_pass_us(m, k) < plain + widen_pass_us(n, k)
+    plain = choose(shapes, us, m, n, k, split, 2, tail=True)[2]
+    swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2, tail=True)[2]
+    return swapped + widen_pass_us(m, k) < plain + widen_pass_us(n, k)
 
 
 @functools.cache
@@ -131,8 +154,13 @@ def pick_time(rec, shapes, us, split):
         if use_pass:
             return sweep["pass"]["us"], "pass"
     else:
-        elem_bytes = 2 if rec["mode"] == "strict" else 1  # strict mode's kernels read bf16
-        i, splits, _ = choose(shapes, us, m, n, k, split, elem_bytes)
+        strict = rec["mode"] == "strict"  # strict mode's kernels read 16-bit B; its model weighs tail splits
+        i, splits, _ = choose(shapes, us, m, n, k, split, 2 if strict else 1, tail=strict)
+    if splits == "t":  # a sweep that did not time the split last wave judges it as unsplit
+        key = config_key(shapes[i], "t")
+        if key in sweep:
+            return sweep[key]["us"], key
+        splits = 1
     # Splits the sweep did not time count as their nearest timed split count.
     for s in sorted({1, 2, 4}, key=lambda t: abs(t - splits)):
         key = config_key(shapes[i], s)

@@ -45,8 +45,10 @@ struct Choice {
 
 // K splits (2-4) for the tiles of a partial last wave, `units` cluster tiles on `slots` resident clusters: the
 // count whose rounds take the least time, if that beats one unsplit round; else 1. Only after two full waves and
-// with at least two 128-K blocks per split. Opt-in (FP8GEMM_CONFIG splits "t"): on the H200 it measured no
-// faster than the unsplit last wave (6144x1536x7168, 4096x2112x7168), so the cost model does not weigh it.
+// with at least two 128-K blocks per split. Fast mode: opt-in (FP8GEMM_CONFIG splits "t"; on the H200 it
+// measured no faster than the unsplit last wave on 6144x1536x7168 and 4096x2112x7168). Strict mode's cost model
+// weighs it (choose(), `weigh_tail`): a 16-bit block costs twice an fp8 one, and the split last wave measured
+// 0.80-0.96x on the 1024-row shapes whose tiles fill 2-3.5 waves (logs/fp8-gemm-probe-strict-tail.log).
 int tail_splits(int64_t units, int64_t slots, int64_t KB) {
   const int64_t rem = units % slots;
   if (units < 2 * slots || rem == 0) return 1;
@@ -115,17 +117,12 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks},
                                  {2, 1, 96, 1, 0, 0.90}};
 // With the operands' roles swapped (Elem::kF16AS), on the swapped problem (N x M): its two-accumulator tiles,
-// fitted (`--mode swap`, split-K's constants held at kBf16Split's) to the eight swept shapes the model swaps
-// (M <= 128; logs/fp8-gemm-sweep-strict-swapped-02ebca0.json, 0.8 % from the swept best). Against the
-// unswapped pick it is priced times kSwapGemmFactor (its per-column scales, no three-consumer tile), plus the
-// widening pass of the other operand: on the H200 (logs/fp8-gemm-ab-strict-swap-raw.json, tiles then stored
-// from registers) swapping was 0.45-0.70x the time on the four 128-row DeepSeek shapes and 1.06-1.49x on ten
-// others with B the larger; any factor from 1.1 to 1.7 picks the faster side on all fourteen (a CPU test). It
-// also takes the four 64-row ones. The transposed TMA-store epilogue since made the swapped kernels 0.79-1.04x
-// (logs/fp8-gemm-ab-strict-swap-tma-epilogue.log; 1024x7168x256: 27.3 -> 21.7 us, still above the unswapped
-// 20.4).
-constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.51}, {2, 1, 64, 1, 0, 0.67}, {1, 1, 128, 1, 0, 0.67}};
-constexpr double kSwapGemmFactor = 1.4;
+// fitted to the swapped entries of the 30 shapes of logs/fp8-gemm-sweep-strict-tail.json (split-K's
+// constants held at kBf16Split's; 1.6 % from the swapped best). Against the unswapped pick it is priced plus
+// the widening pass of the other operand; in that sweep the model then takes the faster side on all 30 shapes:
+// swapped, the M <= 128 DeepSeek shapes (0.30-0.68x the unswapped time) and the 1024-row challenge shapes
+// with N = 4096-7168 (0.93-0.98x: B's pass, 18-20 % of their unswapped time, gives way to a's).
+constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.26}, {2, 1, 64, 1, 0, 0.75}, {1, 1, 128, 1, 0, 0.71}};
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
 // H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
 double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / 3.5e6 + 2.0; }
@@ -133,9 +130,12 @@ double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
 // TMA-store epilogue, operands at 3 TB/s); split-K adds its fp32 partials. A cluster rounds its paired block
-// count up to even. Picks within 3% keep the earlier candidate.
+// count up to even. With `weigh_tail` an unsplit single-CTA candidate is also priced with its partial last
+// wave split (tail_splits): the full waves, then the split rounds, plus that wave's partials. Picks within 3%
+// keep the earlier candidate.
 template <size_t NS>
-Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, int64_t K, int sms, int elem_bytes) {
+Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, int64_t K, int sms, int elem_bytes,
+              bool weigh_tail = false) {
   const int64_t KB = cdiv(K, 128);
   const double mem = double(M) * N * 2 / 3.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
   Choice best{};
@@ -153,6 +153,16 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
       if (splits > 1) cost += double(splits) * M * N * 8 / split.partial_bytes_per_us;
       if (cost < best_cost * 0.97)
         best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n, false, cost};
+      const int ts = weigh_tail && splits == 1 && s.cluster == 1 ? tail_splits(tiles, sms, KB) : 1;
+      if (ts > 1) {
+        const int64_t rem = tiles % sms;
+        double tail = double(tiles / sms) * (double(KB) * s.us_per_kb + 0.5) +
+                      double(cdiv(rem * ts, int64_t(sms))) * (double(cdiv(KB, int64_t(ts))) * s.us_per_kb + split.us_per_unit) +
+                      double(ts) * M * N * 8 / split.partial_bytes_per_us * double(rem) / double(tiles);
+        tail = std::max(tail, mem);
+        if (tail < best_cost * 0.97)
+          best_cost = tail, best = {s.nc, s.bn, 1, s.cluster, s.waves, s.cluster_n, true, tail};
+      }
     }
   }
   return best;
@@ -536,14 +546,14 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     }
   } else {
     ch = f16     ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1)
-         : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2)
+         : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2, true)
                  : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
     // With A in registers only B is widened by a pass: where B is the larger operand, swapping the roles
     // (b in registers, a widened) saves most of that pass.
     if (reg_a) {
-      const Choice t = choose(kF16ASwapShapes, kBf16Split, N, M, K, sms, 2);
-      swap = sw.strict_swap == "1" || (sw.strict_swap.empty() && t.cost * kSwapGemmFactor + widen_pass_us(M, K) <
-                                                                      ch.cost + widen_pass_us(N, K));
+      const Choice t = choose(kF16ASwapShapes, kBf16Split, N, M, K, sms, 2, true);
+      swap = sw.strict_swap == "1" ||
+             (sw.strict_swap.empty() && t.cost + widen_pass_us(M, K) < ch.cost + widen_pass_us(N, K));
       if (swap) ch = t;
     }
   }

@@ -2,7 +2,6 @@
 bench/results/logs: bench/fp8_gemm_fit.py mirrors its constants, and its picks must stay as close to the swept
 best as the docs say. Pure Python on recorded data: runs in CI without a GPU."""
 
-import json
 import re
 import sys
 from pathlib import Path
@@ -36,10 +35,9 @@ def split_in_source(name):
     return tuple(float(v) for v in re.search(rf"{name}\{{{NUMBER}, {NUMBER}\}}", SOURCE).groups())
 
 
-def swap_constants_in_source():
-    factor = float(re.search(rf"constexpr double kSwapGemmFactor = {NUMBER};", SOURCE).group(1))
+def widen_pass_in_source():
     rate, fixed = re.search(rf"3\.0 \* double\(rows\) \* K / {NUMBER} \+ {NUMBER};", SOURCE).groups()
-    return factor, (float(rate), float(fixed))
+    return float(rate), float(fixed)
 
 
 def transpose_in_source():
@@ -57,30 +55,34 @@ def test_fit_script_mirrors_the_constants_of_gemm_cuda():
     assert split_in_source("kFp8Split") == fit.SPLIT["fast"]
     assert split_in_source("kBf16Split") == fit.SPLIT["strict"] == fit.SPLIT["bf16"]
     assert transpose_in_source()[0] == fit.TRANSPOSE
-    assert swap_constants_in_source() == (fit.SWAP_GEMM_FACTOR, fit.WIDEN)
+    assert widen_pass_in_source() == fit.WIDEN
     assert shapes_in_source("kF16ASwapShapes") == (fit.DEFAULT_SHAPES["swap"], fit.SWAP_US)
 
 
-# (mode, sweep, bound on the geomean of pick / swept best): the fitted-to sweeps and held-out ones, with the
-# margins the docs and gemm_cuda.cu's comments state (0.9 % and 1.8 % fast, 0.8 % strict, 0.9 % the bf16
-# path, 0.01 % MN-major held out).
+# (mode, sweep, swept shapes, bound on the geomean of pick / swept best): the fitted-to sweeps and held-out
+# ones, with the margins the docs and gemm_cuda.cu's comments state (0.9 % and 1.8 % fast, 0.9 % the bf16
+# path, 0.01 % MN-major held out). Strict: 2.2 % on the sweep that timed the split last wave (its model weighs
+# it; the H200's timings of the large shapes moved by up to 10 % within that sweep), 1.2 % on the earlier one,
+# which did not (such picks are judged unsplit there); the swapped tiles 1.7 % on the 30 shapes, 3.4 % on the
+# eight M <= 128 ones of the sweep before (timed before their TMA-store epilogue).
 CASES = [
-    ("fast", "fp8-gemm-sweep-fast-0dbb803.json", 1.010),
-    ("fast", "fp8-gemm-sweep-0be2a4c.json", 1.019),
-    ("fast", "fp8-gemm-sweep-1032018.json", 1.019),
-    ("strict", "fp8-gemm-sweep-strict-merged.json", 1.008),
-    ("swap", "fp8-gemm-sweep-strict-swapped-02ebca0.json", 1.008),
-    ("bf16", "fp8-gemm-sweep-0be2a4c.json", 1.010),
-    ("bf16", "fp8-gemm-sweep-1032018.json", 1.006),
-    ("mn", "fp8-gemm-sweep-mn-pre-513a8bf.json", 1.0001),
-    ("mn", "fp8-gemm-sweep-mn-513a8bf.json", 1.0002),
+    ("fast", "fp8-gemm-sweep-fast-0dbb803.json", 30, 1.010),
+    ("fast", "fp8-gemm-sweep-0be2a4c.json", 30, 1.019),
+    ("fast", "fp8-gemm-sweep-1032018.json", 30, 1.019),
+    ("strict", "fp8-gemm-sweep-strict-tail.json", 30, 1.022),
+    ("strict", "fp8-gemm-sweep-strict-merged.json", 30, 1.012),
+    ("swap", "fp8-gemm-sweep-strict-tail.json", 30, 1.017),
+    ("swap", "fp8-gemm-sweep-strict-swapped-02ebca0.json", 8, 1.035),
+    ("bf16", "fp8-gemm-sweep-0be2a4c.json", 30, 1.010),
+    ("bf16", "fp8-gemm-sweep-1032018.json", 30, 1.006),
+    ("mn", "fp8-gemm-sweep-mn-pre-513a8bf.json", 30, 1.0001),
+    ("mn", "fp8-gemm-sweep-mn-513a8bf.json", 30, 1.0002),
 ]
 
 
-@pytest.mark.parametrize("mode,sweep,bound", CASES)
-def test_picks_stay_close_to_the_swept_best(mode, sweep, bound):
+@pytest.mark.parametrize("mode,sweep,expected,bound", CASES)
+def test_picks_stay_close_to_the_swept_best(mode, sweep, expected, bound):
     recs = fit.load_records(LOGS / sweep, mode)
-    expected = 8 if mode == "swap" else 30  # swap: the M <= 128 shapes the model swaps
     assert len(recs) == expected, f"{sweep}: {expected} {mode} shapes expected, {len(recs)} found"
     shapes = fit.parse_shapes(fit.DEFAULT_SHAPES[mode])
     if mode == "mn":
@@ -113,13 +115,25 @@ def test_mn_major_choice_is_the_faster_path_end_to_end():
 
 
 def test_strict_swap_choice_is_the_faster_side():
-    # The same-process A/B of both operand roles on fourteen shapes whose B is the larger (SWAP=0 / 1).
-    shapes = fit.parse_shapes(fit.DEFAULT_SHAPES["strict"])
-    us = shapes_in_source("kF16AShapes")[1]
-    recs = json.loads((LOGS / "fp8-gemm-ab-strict-swap-raw.json").read_text())["records"]
-    assert len(recs) == 14
-    wrong = [f"{r['M']}x{r['N']}x{r['K']}" for r in recs
-             if fit.takes_swap(shapes, us, r["M"], r["N"], r["K"]) != (r["b_us"] < r["a_us"])]  # fmt: skip
+    # Per shape of the strict sweep that timed both operand roles: the time of each role's pick (its own cost
+    # model, looked up in the sweep, widening pass included); the model must take the faster role.
+    sweep = LOGS / "fp8-gemm-sweep-strict-tail.json"
+    plain_shapes, swap_shapes = (fit.parse_shapes(fit.DEFAULT_SHAPES[m]) for m in ("strict", "swap"))
+    plain_us, swap_us = shapes_in_source("kF16AShapes")[1], shapes_in_source("kF16ASwapShapes")[1]
+    split = fit.SPLIT["strict"]
+    swapped = {(r["N"], r["M"], r["K"]): r for r in fit.load_records(sweep, "swap")}
+    recs = fit.load_records(sweep, "strict")
+    assert len(recs) == len(swapped) == 30
+    wrong, swaps = [], 0
+    for r in recs:
+        m, n, k = r["M"], r["N"], r["K"]
+        plain_t, _ = fit.pick_time(r, plain_shapes, plain_us, split)
+        swap_t, _ = fit.pick_time(swapped[(m, n, k)], swap_shapes, swap_us, split)
+        takes = fit.takes_swap(plain_shapes, plain_us, m, n, k)
+        swaps += takes
+        if takes != (swap_t < plain_t):
+            wrong.append(f"{m}x{n}x{k} (swapped / unswapped {swap_t / plain_t:.3f})")
+    assert swaps > 0, "the model never swaps"
     assert not wrong, f"the model takes the slower operand roles on {wrong}"
 
 
