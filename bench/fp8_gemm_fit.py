@@ -127,11 +127,17 @@ def widen_pass_us(rows, k):
     return 3.0 * rows * k / WIDEN[0] + WIDEN[1]
 
 
-def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"]):
-    """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'."""
+def copy_pass_us(rows, k):
+    return 2.0 * rows * k / WIDEN[0]
+
+
+def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"], mn=False):
+    """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'. `mn`: MN-major
+    operands, whose e4m3 one each role copies (transposed) too."""
     plain = choose(shapes, us, m, n, k, split, 2, tail=True)[2]
     swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2, tail=True)[2]
-    return swapped + widen_pass_us(m, k) < plain + widen_pass_us(n, k)
+    copy_a, copy_b = (copy_pass_us(m, k), copy_pass_us(n, k)) if mn else (0.0, 0.0)
+    return swapped + widen_pass_us(m, k) + copy_b < plain + widen_pass_us(n, k) + copy_a
 
 
 @functools.cache

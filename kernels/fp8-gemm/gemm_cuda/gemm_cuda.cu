@@ -126,6 +126,10 @@ constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.26}, {2, 1, 64, 1, 0, 0
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
 // H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
 double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / 3.5e6 + 2.0; }
+// A copy of a rows x K e4m3 operand in the same pass (MN-major: transposed; 1 byte read, 1 written): on the
+// H200 swapping roles on MN-major 1024x7168x2048 cost 8 us more than K-major, where b is read in place
+// (logs/fp8-gemm-ab-strict-swap-mn-82c6e0c.log).
+double copy_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / 3.5e6; }
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
@@ -156,10 +160,11 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
       const int ts = weigh_tail && splits == 1 && s.cluster == 1 ? tail_splits(tiles, sms, KB) : 1;
       if (ts > 1) {
         const int64_t rem = tiles % sms;
-        double tail = double(tiles / sms) * (double(KB) * s.us_per_kb + 0.5) +
-                      double(cdiv(rem * ts, int64_t(sms))) * (double(cdiv(KB, int64_t(ts))) * s.us_per_kb + split.us_per_unit) +
-                      double(ts) * M * N * 8 / split.partial_bytes_per_us * double(rem) / double(tiles);
-        tail = std::max(tail, mem);
+        const double full_waves = double(tiles / sms) * (double(KB) * s.us_per_kb + 0.5);
+        const double split_rounds = double(cdiv(rem * ts, int64_t(sms))) *
+                                    (double(cdiv(KB, int64_t(ts))) * s.us_per_kb + split.us_per_unit);
+        const double partials = double(ts) * M * N * 8 / split.partial_bytes_per_us * double(rem) / double(tiles);
+        const double tail = std::max(full_waves + split_rounds + partials, mem);
         if (tail < best_cost * 0.97)
           best_cost = tail, best = {s.nc, s.bn, 1, s.cluster, s.waves, s.cluster_n, true, tail};
       }
@@ -328,10 +333,14 @@ Stored stored(Mode mode) {
   }
 }
 
+// Whether the kernels read an e4m3 operand where it lies (K-major, TMA-aligned rows) rather than a copy.
+bool read_in_place(const at::Tensor &t) {
+  return t.stride(1) == 1 && (t.stride(0) % 16 == 0 || t.size(0) == 1) && aligned(t.data_ptr(), 16);
+}
+
 Plan plan(const at::Tensor &t_in, Mode mode) {
   const int64_t R = t_in.size(0), K = t_in.size(1);
-  if (mode == Mode::kCopy && t_in.stride(1) == 1 && (t_in.stride(0) % 16 == 0 || R == 1) &&
-      aligned(t_in.data_ptr(), 16)) {
+  if (mode == Mode::kCopy && read_in_place(t_in)) {
     return {{at::Tensor(), t_in.data_ptr(), R == 1 ? round_up(K, 16) : t_in.stride(0)}, at::Tensor()};
   }
   // The kernels handle the K-major and MN-major layouts; anything else is made K-major first.
@@ -549,11 +558,16 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
          : reg_a ? choose(kF16AShapes, kBf16Split, M, N, K, sms, 2, true)
                  : choose(kBf16Shapes, kBf16Split, M, N, K, sms, 2);
     // With A in registers only B is widened by a pass: where B is the larger operand, swapping the roles
-    // (b in registers, a widened) saves most of that pass.
+    // (b in registers, a widened) saves most of that pass. Each role also pays a copy of its e4m3 operand
+    // where that cannot be read in place (MN-major: the challenge layout transposes both operands either way).
     if (reg_a) {
       const Choice t = choose(kF16ASwapShapes, kBf16Split, N, M, K, sms, 2, true);
+      auto copy_us = [&](const at::Tensor &op, int64_t rows) {
+        return read_in_place(op) ? 0.0 : copy_pass_us(rows, K);
+      };
       swap = sw.strict_swap == "1" ||
-             (sw.strict_swap.empty() && t.cost + widen_pass_us(M, K) < ch.cost + widen_pass_us(N, K));
+             (sw.strict_swap.empty() && t.cost + widen_pass_us(M, K) + copy_us(b, N) <
+                                            ch.cost + widen_pass_us(N, K) + copy_us(a, M));
       if (swap) ch = t;
     }
   }

@@ -2,6 +2,7 @@
 bench/results/logs: bench/fp8_gemm_fit.py mirrors its constants, and its picks must stay as close to the swept
 best as the docs say. Pure Python on recorded data: runs in CI without a GPU."""
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -135,6 +136,21 @@ def test_strict_swap_choice_is_the_faster_side():
             wrong.append(f"{m}x{n}x{k} (swapped / unswapped {swap_t / plain_t:.3f})")
     assert swaps > 0, "the model never swaps"
     assert not wrong, f"the model takes the slower operand roles on {wrong}"
+
+
+def test_strict_swap_choice_on_mn_major_operands_is_the_faster_side():
+    # Same-process A/B on the MN-major layout: A = a build that never swapped these shapes, B = one that
+    # swapped the five 1024-row ones as K-major prices them (b then copied by the transpose pass as well).
+    shapes = fit.parse_shapes(fit.DEFAULT_SHAPES["strict"])
+    us = shapes_in_source("kF16AShapes")[1]
+    recs = json.loads((LOGS / "fp8-gemm-ab-strict-swap-mn-82c6e0c.json").read_text())["records"]
+    both = [r for r in recs if fit.takes_swap(shapes, us, r["M"], r["N"], r["K"])]
+    assert len(both) == 5, "the five 1024-row shapes K-major swaps"
+    wrong = []
+    for r in both:
+        if fit.takes_swap(shapes, us, r["M"], r["N"], r["K"], mn=True) != (r["b_us"] < r["a_us"]):
+            wrong.append(f"{r['M']}x{r['N']}x{r['K']}")
+    assert not wrong, f"the model takes the slower operand roles on MN-major {wrong}"
 
 
 def test_the_96_wide_tile_is_picked_only_where_it_needs_no_more_waves():
