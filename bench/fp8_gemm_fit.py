@@ -59,7 +59,7 @@ DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
     "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56;2,1,96,1,0",
     "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
-    "swap": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+    "swap": "2,1,64,1,0;2,1,128,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
 }
 
@@ -119,7 +119,7 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1, tail=False):
 # Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: kF16ASwapShapes (its tiles in
 # DEFAULT_SHAPES["swap"], SWAP_US) priced on the swapped problem, plus the widening pass (WIDEN: bytes per µs,
 # fixed µs) of the operand each side widens.
-SWAP_US = [1.26, 0.75, 0.71]
+SWAP_US = [0.75, 1.26, 0.71]
 WIDEN = (3.5e6, 2.0)
 
 
