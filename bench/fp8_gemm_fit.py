@@ -59,7 +59,7 @@ DEFAULT_SHAPES = {
     "fast": FAST_SHAPES,
     "strict": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;3,1,128,1,0,56;2,1,96,1,0",
     "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
-    "swap": "2,1,64,1,0;2,1,128,1,0;1,1,128,1,0",
+    "swap": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
 }
 
@@ -79,12 +79,18 @@ def tail_splits(units, slots, kb):
     return best
 
 
-def choose(shapes, us, m, n, k, split, elem_bytes=1, tail=False):
+def choose(shapes, us, m, n, k, split, elem_bytes=1, strict_model=False):
     """gemm_cuda.cu's choose(): (shape index, splits, cost) of the cheapest candidate; split as in SPLIT. With
-    `tail` (its weigh_tail: strict mode) an unsplit candidate's partial last wave may be split: splits "t"."""
+    `strict_model` an unsplit candidate's partial last wave may be split (splits "t") and ties at the DRAM
+    floor go to the lower own time."""
     kb = cdiv(k, 128)
     mem = m * n * 2 / 3.0e6 + (m + n) * k * elem_bytes / 3.0e6
-    best, best_cost = None, math.inf
+    best, best_cost, best_own = None, math.inf, math.inf
+
+    def better(own, cost):  # within 3 % the earlier wins (strict: unless both sit at the DRAM floor)
+        floor_tie = strict_model and cost == mem and best_cost == mem
+        return cost < best_cost * 0.97 or (floor_tie and own < best_own * 0.97)
+
     for i, s in enumerate(shapes):
         bm = cdiv(m, 64 * s["nc"] * s["waves"])
         bn = cdiv(n, s["bn"])
@@ -100,26 +106,28 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1, tail=False):
             if s["max_kb"] and per > s["max_kb"]:
                 continue
             waves = cdiv(tiles * splits, SMS)
-            cost = max(waves * (per * us[i] + (split[0] if splits > 1 else 0.5)), mem)
+            own = waves * (per * us[i] + (split[0] if splits > 1 else 0.5))
+            cost = max(own, mem)
             if splits > 1:
                 cost += splits * m * n * 8 / split[1]
-            if cost < best_cost * 0.97:
-                best_cost, best = cost, (i, splits, cost)
-            ts = tail_splits(tiles, SMS, kb) if tail and splits == 1 and s["cluster"] == 1 else 1
+            if better(own, cost):
+                best_cost, best_own, best = cost, own, (i, splits, cost)
+            ts = tail_splits(tiles, SMS, kb) if strict_model and splits == 1 and s["cluster"] == 1 else 1
             if ts > 1:
                 rem = tiles % SMS
                 full_waves = tiles // SMS * (kb * us[i] + 0.5)
                 split_rounds = cdiv(rem * ts, SMS) * (cdiv(kb, ts) * us[i] + split[0])
-                cost = max(full_waves + split_rounds + ts * m * n * 8 / split[1] * rem / tiles, mem)
-                if cost < best_cost * 0.97:
-                    best_cost, best = cost, (i, "t", cost)
+                own = full_waves + split_rounds + ts * m * n * 8 / split[1] * rem / tiles
+                cost = max(own, mem)
+                if better(own, cost):
+                    best_cost, best_own, best = cost, own, (i, "t", cost)
     return best
 
 
 # Strict mode's swapped roles (C^T = B A^T) as gemm_cuda.cu weighs them: kF16ASwapShapes (its tiles in
 # DEFAULT_SHAPES["swap"], SWAP_US) priced on the swapped problem, plus the widening pass (WIDEN: bytes per µs,
 # fixed µs) of the operand each side widens.
-SWAP_US = [0.75, 1.26, 0.71]
+SWAP_US = [1.26, 0.75, 0.71]
 WIDEN = (3.5e6, 2.0)
 
 
@@ -134,8 +142,8 @@ def copy_pass_us(rows, k):
 def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"], mn=False):
     """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'. `mn`: MN-major
     operands, whose e4m3 one each role copies (transposed) too."""
-    plain = choose(shapes, us, m, n, k, split, 2, tail=True)[2]
-    swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2, tail=True)[2]
+    plain = choose(shapes, us, m, n, k, split, 2, strict_model=True)[2]
+    swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2, strict_model=True)[2]
     copy_a, copy_b = (copy_pass_us(m, k), copy_pass_us(n, k)) if mn else (0.0, 0.0)
     return swapped + widen_pass_us(m, k) + copy_b < plain + widen_pass_us(n, k) + copy_a
 
@@ -161,7 +169,7 @@ def pick_time(rec, shapes, us, split):
             return sweep["pass"]["us"], "pass"
     else:
         strict = rec["mode"] == "strict"  # strict mode's kernels read 16-bit B; its model weighs tail splits
-        i, splits, _ = choose(shapes, us, m, n, k, split, 2 if strict else 1, tail=strict)
+        i, splits, _ = choose(shapes, us, m, n, k, split, 2 if strict else 1, strict_model=strict)
     if splits == "t":  # a sweep that did not time the split last wave judges it as unsplit
         key = config_key(shapes[i], "t")
         if key in sweep:

@@ -47,7 +47,7 @@ struct Choice {
 // count whose rounds take the least time, if that beats one unsplit round; else 1. Only after two full waves and
 // with at least two 128-K blocks per split. Fast mode: opt-in (FP8GEMM_CONFIG splits "t"; on the H200 it
 // measured no faster than the unsplit last wave on 6144x1536x7168 and 4096x2112x7168). Strict mode's cost model
-// weighs it (choose(), `weigh_tail`): a 16-bit block costs twice an fp8 one, and the split last wave measured
+// weighs it (choose(), `strict_model`): a 16-bit block costs twice an fp8 one, and the split last wave measured
 // 0.80-0.96x on the 1024-row shapes whose tiles fill 2-3.5 waves (logs/fp8-gemm-probe-strict-tail.log).
 int tail_splits(int64_t units, int64_t slots, int64_t KB) {
   const int64_t rem = units % slots;
@@ -118,13 +118,11 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
                                  {2, 1, 96, 1, 0, 0.90}};
 // With the operands' roles swapped (Elem::kF16AS), on the swapped problem (N x M): its two-accumulator tiles,
 // fitted to the swapped entries of the 30 shapes of logs/fp8-gemm-sweep-strict-tail.json (split-K's
-// constants held at kBf16Split's; 1.3 % from the swapped best). Against the unswapped pick it is priced plus
+// constants held at kBf16Split's; 0.9 % from the swapped best). Against the unswapped pick it is priced plus
 // the widening pass of the other operand; in that sweep the model then takes the faster side on all 30 shapes:
 // swapped, the M <= 128 DeepSeek shapes (0.30-0.68x the unswapped time) and the 1024-row challenge shapes
 // with N = 4096-7168 (0.93-0.98x: B's pass, 18-20 % of their unswapped time, gives way to a's).
-// The 128x64 tile first: where both are priced at the DRAM floor it is the faster (64x32768x512: 15.2 against
-// 18.8 us).
-constexpr Shape kF16ASwapShapes[] = {{2, 1, 64, 1, 0, 0.75}, {2, 1, 128, 1, 0, 1.26}, {1, 1, 128, 1, 0, 0.71}};
+constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.26}, {2, 1, 64, 1, 0, 0.75}, {1, 1, 128, 1, 0, 0.71}};
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
 // H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
 double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / 3.5e6 + 2.0; }
@@ -136,16 +134,23 @@ double copy_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / 3
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
 // TMA-store epilogue, operands at 3 TB/s); split-K adds its fp32 partials. A cluster rounds its paired block
-// count up to even. With `weigh_tail` an unsplit single-CTA candidate is also priced with its partial last
-// wave split (tail_splits): the full waves, then the split rounds, plus that wave's partials. Picks within 3%
-// keep the earlier candidate.
+// count up to even. Picks within 3% keep the earlier candidate. Strict mode's model (`strict_model`) also
+// prices an unsplit single-CTA candidate with its partial last wave split (tail_splits: the full waves, then
+// the split rounds, plus that wave's partials), and between candidates both at the DRAM floor the one whose
+// own time is 3% lower wins (the swapped M <= 128 shapes: 64x32768x512 runs the 128x64 tile in 15.2 us, the
+// 128x128 one in 18.8; 128x32768x512 the other way round, 21.5 against 19.2; in fast mode this rule measured
+// worse on the recorded sweeps).
 template <size_t NS>
 Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, int64_t K, int sms, int elem_bytes,
-              bool weigh_tail = false) {
+              bool strict_model = false) {
   const int64_t KB = cdiv(K, 128);
   const double mem = double(M) * N * 2 / 3.0e6 + double(M + N) * K * elem_bytes / 3.0e6;
   Choice best{};
-  double best_cost = 1e300;
+  double best_cost = 1e300, best_own = 1e300;  // best_own: the pick's cost before the DRAM floor
+  // Whether a candidate costing `own` before the floor (`cost` after it) replaces the pick.
+  auto better = [&](double own, double cost) {
+    return cost < best_cost * 0.97 || (strict_model && cost == mem && best_cost == mem && own < best_own * 0.97);
+  };
   for (const Shape &s : shapes) {
     int64_t blocks_m = cdiv(M, 64 * s.nc * s.waves), blocks_n = cdiv(N, s.bn);
     (s.cluster_n ? blocks_n : blocks_m) = round_up(s.cluster_n ? blocks_n : blocks_m, s.cluster);
@@ -155,20 +160,21 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
       if (splits > 1 && per < 4) break;
       if (s.max_kb_per_split > 0 && per > s.max_kb_per_split) continue;
       const int64_t waves = cdiv(tiles * splits, sms);
-      double cost = std::max(double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? split.us_per_unit : 0.5)), mem);
+      const double own = double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? split.us_per_unit : 0.5));
+      double cost = std::max(own, mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / split.partial_bytes_per_us;
-      if (cost < best_cost * 0.97)
-        best_cost = cost, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n, false, cost};
-      const int ts = weigh_tail && splits == 1 && s.cluster == 1 ? tail_splits(tiles, sms, KB) : 1;
+      if (better(own, cost))
+        best_cost = cost, best_own = own, best = {s.nc, s.bn, splits, s.cluster, s.waves, s.cluster_n, false, cost};
+      const int ts = strict_model && splits == 1 && s.cluster == 1 ? tail_splits(tiles, sms, KB) : 1;
       if (ts > 1) {
         const int64_t rem = tiles % sms;
         const double full_waves = double(tiles / sms) * (double(KB) * s.us_per_kb + 0.5);
         const double split_rounds = double(cdiv(rem * ts, int64_t(sms))) *
                                     (double(cdiv(KB, int64_t(ts))) * s.us_per_kb + split.us_per_unit);
         const double partials = double(ts) * M * N * 8 / split.partial_bytes_per_us * double(rem) / double(tiles);
-        const double tail = std::max(full_waves + split_rounds + partials, mem);
-        if (tail < best_cost * 0.97)
-          best_cost = tail, best = {s.nc, s.bn, 1, s.cluster, s.waves, s.cluster_n, true, tail};
+        const double own = full_waves + split_rounds + partials, tail = std::max(own, mem);
+        if (better(own, tail))
+          best_cost = tail, best_own = own, best = {s.nc, s.bn, 1, s.cluster, s.waves, s.cluster_n, true, tail};
       }
     }
   }
