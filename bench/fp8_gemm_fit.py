@@ -106,7 +106,8 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1, strict_model=False):
             if s["max_kb"] and per > s["max_kb"]:
                 continue
             waves = cdiv(tiles * splits, SMS)
-            own = waves * (per * us[i] + (split[0] if splits > 1 else 0.5))
+            unit_us = per * us[i] + (split[0] if splits > 1 else 0.5)
+            own = waves * unit_us
             cost = max(own, mem)
             if splits > 1:
                 cost += splits * m * n * 8 / split[1]
@@ -115,7 +116,7 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1, strict_model=False):
             ts = tail_splits(tiles, SMS, kb) if strict_model and splits == 1 and s["cluster"] == 1 else 1
             if ts > 1:
                 rem = tiles % SMS
-                full_waves = tiles // SMS * (kb * us[i] + 0.5)
+                full_waves = tiles // SMS * unit_us  # unsplit units (per == kb)
                 split_rounds = cdiv(rem * ts, SMS) * (cdiv(kb, ts) * us[i] + split[0])
                 own = full_waves + split_rounds + ts * m * n * 8 / split[1] * rem / tiles
                 cost = max(own, mem)

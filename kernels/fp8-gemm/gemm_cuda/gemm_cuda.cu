@@ -127,11 +127,12 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
 constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.26}, {2, 1, 64, 1, 0, 0.75}, {1, 1, 128, 1, 0, 0.71}};
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
 // H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
-double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / 3.5e6 + 2.0; }
+constexpr double kPassBytesPerUs = 3.5e6;
+double widen_pass_us(int64_t rows, int64_t K) { return 3.0 * double(rows) * K / kPassBytesPerUs + 2.0; }
 // A copy of a rows x K e4m3 operand in the same pass (MN-major: transposed; 1 byte read, 1 written): on the
 // H200 swapping roles on MN-major 1024x7168x2048 cost 8 us more than K-major, where b is read in place
 // (logs/fp8-gemm-ab-strict-swap-mn-82c6e0c.log).
-double copy_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / 3.5e6; }
+double copy_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / kPassBytesPerUs; }
 
 // Cost model (µs), fitted to the H200 sweep: waves x (K blocks per unit x the configuration's block time + a
 // fixed ~0.5 µs per unit, more when split), at least the DRAM time (bf16 output at ~3 TB/s through the
@@ -162,7 +163,8 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
       if (splits > 1 && per < 4) break;
       if (s.max_kb_per_split > 0 && per > s.max_kb_per_split) continue;
       const int64_t waves = cdiv(tiles * splits, sms);
-      const double own = double(waves) * (double(per) * s.us_per_kb + (splits > 1 ? split.us_per_unit : 0.5));
+      const double unit_us = double(per) * s.us_per_kb + (splits > 1 ? split.us_per_unit : 0.5);
+      const double own = double(waves) * unit_us;
       double cost = std::max(own, mem);
       if (splits > 1) cost += double(splits) * M * N * 8 / split.partial_bytes_per_us;
       if (better(own, cost))
@@ -170,7 +172,7 @@ Choice choose(const Shape (&shapes)[NS], SplitCost split, int64_t M, int64_t N, 
       const int ts = strict_model && splits == 1 && s.cluster == 1 ? tail_splits(tiles, sms, KB) : 1;
       if (ts > 1) {
         const int64_t rem = tiles % sms;
-        const double full_waves = double(tiles / sms) * (double(KB) * s.us_per_kb + 0.5);
+        const double full_waves = double(tiles / sms) * unit_us;  // unsplit units (per == KB)
         const double split_rounds = double(cdiv(rem * ts, int64_t(sms))) *
                                     (double(cdiv(KB, int64_t(ts))) * s.us_per_kb + split.us_per_unit);
         const double partials = double(ts) * M * N * 8 / split.partial_bytes_per_us * double(rem) / double(tiles);

@@ -37,7 +37,8 @@ def split_in_source(name):
 
 
 def widen_pass_in_source():
-    rate, fixed = re.search(rf"3\.0 \* double\(rows\) \* K / {NUMBER} \+ {NUMBER};", SOURCE).groups()
+    rate = re.search(rf"constexpr double kPassBytesPerUs = {NUMBER};", SOURCE).group(1)
+    fixed = re.search(rf"3\.0 \* double\(rows\) \* K / kPassBytesPerUs \+ {NUMBER};", SOURCE).group(1)
     return float(rate), float(fixed)
 
 
