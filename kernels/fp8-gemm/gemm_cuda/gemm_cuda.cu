@@ -394,13 +394,29 @@ void run_plans(Plan (&plans)[2], const Mode (&modes)[2], cudaStream_t stream) {
       jobs.job[transposes] = {src, ld, dst, plans[i].op.ld, R, R % 4 == 0 && ld % 4 == 0 && aligned(src, 4)};
       transpose_modes[transposes++] = modes[i];
       max_r = std::max(max_r, R);
+    } else if (modes[i] == Mode::kToF16Perm) {
+      TORCH_CHECK(K % 16 == 0 && plans[i].op.ld % 8 == 0, "gemm: internal: f16 widening needs K % 16 == 0");
+      const int groups = K / 16;
+      const bool wide = t.stride(0) % 16 == 0 && aligned(src, 16);
+      const bool vec = t.stride(0) % 4 == 0 && aligned(src, 4);
+      // Row slices of fewer than 2^30 groups (the kernel's 32-bit indices); one launch for any real operand.
+      const int slice = int(std::min<int64_t>(R, ((int64_t(1) << 30) - 1) / groups));
+      for (int r0 = 0; r0 < R; r0 += slice) {
+        const int rows = std::min(slice, R - r0);
+        const int64_t blocks = std::min<int64_t>(cdiv(int64_t(rows) * groups, kThreads), 132 * 16);  // 2 per round
+        widen_perm_kernel<<<blocks, kThreads, 0, stream>>>(src + r0 * t.stride(0), t.stride(0),
+                                                            static_cast<__half *>(dst) + r0 * plans[i].op.ld,
+                                                            plans[i].op.ld, rows, groups, wide, vec);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      }
     } else {
       const int64_t blocks = std::min<int64_t>(cdiv(int64_t(R) * cdiv(K, 4), kThreads), 132 * 16);
       const bool vec = K % 4 == 0 && t.stride(0) % 4 == 0 && aligned(src, 4);
       with_mode(modes[i], [&](auto mode) {
         using T = typename Out<decltype(mode)::value>::T;
-        rows_kernel<decltype(mode)::value>
-            <<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), plans[i].op.ld, R, K, vec);
+        if constexpr (!kPermuted<decltype(mode)::value>)  // widen_perm_kernel, above
+          rows_kernel<decltype(mode)::value>
+              <<<blocks, kThreads, 0, stream>>>(src, t.stride(0), static_cast<T *>(dst), plans[i].op.ld, R, K, vec);
       });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }

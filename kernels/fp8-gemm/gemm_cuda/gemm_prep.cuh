@@ -25,6 +25,12 @@ __device__ __forceinline__ void permuted_half(const uint32_t (&g)[4], int odd, u
   w[0] = __byte_perm(g[0], g[1], sel), w[1] = __byte_perm(g[2], g[3], sel);
 }
 
+// The e4m3 pair in bytes 2h, 2h + 1 of w as f16x2 (exact; the lower byte in the lower half): one cvt for two.
+__device__ __forceinline__ uint32_t f16x2_of_e4m3x2(uint32_t w, int h) {
+  const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
+  return uint32_t(r.x) | uint32_t(r.y) << 16;
+}
+
 // fnuz bits read as fn are the fn value x2 (the kernel scales by 1/4); 0x80 (fnuz NaN) becomes fn NaN and
 // fnuz +-240 (bits 0x7F/0xFF, NaN in fn) saturates to fn +-448, i.e. +-224 after the 1/4 (documented).
 __device__ __forceinline__ uint8_t fnuz_to_fn_bits(uint8_t b) {
@@ -227,11 +233,12 @@ __global__ void __launch_bounds__(kThreads) transpose_kernel(const TransposeJobs
 
 // src element (r, k) at src[r * ld + k] (K-major rows); dst row-major [R][ldo]; one thread per 16-byte store
 // (16 or 8 elements), read at once when ld and the base allow, else as 4-byte words when `vec` (K % 4 == 0,
-// ld % 4 == 0, 4-byte aligned base), else as bytes.
+// ld % 4 == 0, 4-byte aligned base), else as bytes. (kToF16Perm: widen_perm_kernel.)
 template <Mode kMode>
 __global__ void __launch_bounds__(kThreads)
     rows_kernel(const uint8_t *src, int64_t ld, typename Out<kMode>::T *dst, int64_t ldo, int R, int K, bool vec) {
   using T = typename Out<kMode>::T;
+  static_assert(!kPermuted<kMode>, "kToF16Perm: widen_perm_kernel");
   constexpr int kVec = 16 / sizeof(T);
   allow_dependents();
   const bool wide = ld % kVec == 0 && reinterpret_cast<uintptr_t>(src) % kVec == 0;
@@ -241,17 +248,7 @@ __global__ void __launch_bounds__(kThreads)
     const int r = int(g / groups), k = int(g % groups) * kVec;
     const uint8_t *s = src + r * ld + k;
     uint32_t w[kVec / 4], o[4];
-    if constexpr (kPermuted<kMode>) {
-      uint32_t g[4];  // the 16-K group; K % 16 == 0
-      const uint8_t *gs = s - k % 16;
-      if (ld % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-        load_words<4>(gs, g);
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) g[c] = load4(gs + 4 * c, 4, vec);
-      }
-      permuted_half(g, k / 8 % 2, w);
-    } else if (wide && k + kVec <= K) {
+    if (wide && k + kVec <= K) {
       load_words<kVec / 4>(s, w);
     } else {
 #pragma unroll
@@ -260,6 +257,46 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kVec / 4; ++c) convert4<kMode>(w[c], o + c * sizeof(T));
     store16(reinterpret_cast<uint8_t *>(dst + r * ldo + k), o, (K - k) * int(sizeof(T)));
+  }
+}
+
+// kToF16Perm on K-major rows (K % 16 == 0, ldo % 8 == 0): one thread per 16-byte store, the even or the odd
+// pairs of a 16-K group (so a warp's store covers 512 contiguous bytes; threads that wrote a group's 32 bytes
+// each measured 1.4x slower on the H200), the group's 16 bytes read at once where `wide` (ld and the base
+// 16-byte aligned; else as words, `vec` as in rows_kernel) and widened a pair per cvt; two stores a round,
+// both loads in flight first. 32-bit indices: the host launches it on row slices of fewer than 2^30 groups.
+// (rows_kernel's per-element conversions and 64-bit index division kept this pass issue-bound on the H200:
+// ALU 53 %, DRAM 56 %, logs/fp8-gemm-ncu-strict-pipes-5fdf028.txt.)
+__global__ void __launch_bounds__(kThreads)
+    widen_perm_kernel(const uint8_t *src, int64_t ld, __half *dst, int64_t ldo, int R, int groups, bool wide, bool vec) {
+  allow_dependents();
+  const uint32_t total = 2 * uint32_t(R) * uint32_t(groups), stride = gridDim.x * kThreads;
+  for (uint32_t i0 = blockIdx.x * kThreads + threadIdx.x; i0 < total; i0 += 2 * stride) {
+    uint32_t w[2][4], r[2], k[2];
+    const bool second = i0 + stride < total;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t i = j == 0 || second ? i0 + j * stride : i0;  // past the end: reloads the first, stores nothing
+      const uint32_t g = i / 2;
+      r[j] = g / uint32_t(groups), k[j] = (g - r[j] * uint32_t(groups)) * 16;
+      const uint8_t *s = src + r[j] * ld + k[j];
+      if (wide) {
+        load_words<4>(s, w[j]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) w[j][c] = load4(s + 4 * c, 4, vec);
+      }
+      k[j] += 8 * (i % 2);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      if (j == 1 && !second) break;
+      uint32_t half[2];
+      permuted_half(w[j], k[j] / 8 % 2, half);
+      *reinterpret_cast<uint4 *>(dst + r[j] * ldo + k[j]) =
+          make_uint4(f16x2_of_e4m3x2(half[0], 0), f16x2_of_e4m3x2(half[0], 1), f16x2_of_e4m3x2(half[1], 0),
+                     f16x2_of_e4m3x2(half[1], 1));
+    }
   }
 }
 

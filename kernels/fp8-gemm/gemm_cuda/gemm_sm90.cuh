@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gemm_prep.cuh"
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FP8GEMM_SM90A 1
 #endif
@@ -344,11 +346,7 @@ __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
                : "memory");
 }
 
-// The e4m3 pair in bytes 2h, 2h + 1 of w as f16x2 (exact; the lower byte in the lower half).
-__device__ __forceinline__ uint32_t f16x2_of_e4m3x2(uint32_t w, int h) {
-  const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
-  return uint32_t(r.x) | uint32_t(r.y) << 16;
-}
+using prep::f16x2_of_e4m3x2;
 
 // kF16A: one warp's A fragments for wgmma m64nNk16 with A from registers (the mma.m16n8k16 layout: rows g and
 // g + 8, K pairs 2c and 2c + 8 of each 16 K), from its 16 rows of the e4m3 tile (128-byte rows, 128-byte swizzle,

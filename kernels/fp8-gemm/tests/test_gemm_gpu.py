@@ -304,6 +304,29 @@ def test_unaligned_output_view(fp8_gemm_cuda):
     assert rel_err(out, reference(a, b, a_s, b_s)) < 2e-3
 
 
+def in_padded_rows(t, pad, offset):
+    """t's values in a K-major view whose rows are `pad` bytes longer and whose base is `offset` bytes in."""
+    rows, k = t.shape
+    flat = torch.zeros(offset + rows * (k + pad), dtype=torch.uint8, device=t.device)
+    view = flat[offset:].as_strided((rows, k), (k + pad, 1))
+    view.copy_(t.view(torch.uint8))
+    return view.view(t.dtype)
+
+
+@pytest.mark.parametrize("swap", ["0", "1"], ids=["b-widened", "a-widened"])
+@pytest.mark.parametrize("pad,offset", [(16, 0), (4, 4), (1, 3)], ids=["aligned", "words", "bytes"])
+def test_strict_widening_pass_on_padded_rows(fp8_gemm_cuda, env, swap, pad, offset):
+    # The f16 widening pass reads 16-byte groups at once only where rows and base are 16-byte aligned; padded
+    # rows (4-byte words) and odd ones (bytes) must give the same bits as contiguous operands.
+    env.setenv("FP8GEMM_STRICT_SWAP", swap)
+    m, n, k = 192, 320, 1024
+    a, b, a_s, b_s = make_inputs(m, n, k, device="cuda")
+    expect = fp8_gemm_cuda.gemm(a, b, a_s, b_s, precision="strict")
+    assert strict_bad(expect, reference(a, b, a_s, b_s)) == 0
+    a_p, b_p = in_padded_rows(a, pad, offset), in_padded_rows(b, pad, offset)
+    assert torch.equal(fp8_gemm_cuda.gemm(a_p, b_p, a_s, b_s, precision="strict"), expect)
+
+
 @pytest.mark.parametrize("precision", ["fast", "strict"])
 def test_single_row_with_strided_k(fp8_gemm_cuda, precision):
     # M = 1 with stride(0) == 1 and stride(1) == 2: must be read as strided along K, not as a contiguous row.
