@@ -265,8 +265,9 @@ __global__ void __launch_bounds__(kThreads)
 // each measured 1.4x slower on the H200), the group's 16 bytes read at once where `wide` (ld and the base
 // 16-byte aligned; else as words, `vec` as in rows_kernel) and widened a pair per cvt; two stores a round,
 // both loads in flight first. 32-bit indices: the host launches it on row slices of fewer than 2^30 groups.
-// (rows_kernel's per-element conversions and 64-bit index division kept this pass issue-bound on the H200:
-// ALU 53 %, DRAM 56 %, logs/fp8-gemm-ncu-strict-pipes-5fdf028.txt.)
+// Against rows_kernel's per-element conversions and 64-bit index division (ALU 53 % busy under ncu) it took
+// 0.87-0.96x the time on the H200: the pass is bound by its 3 bytes of traffic per element
+// (logs/fp8-gemm-ab-widen-perm-kernel.log).
 __global__ void __launch_bounds__(kThreads)
     widen_perm_kernel(const uint8_t *src, int64_t ld, __half *dst, int64_t ldo, int R, int groups, bool wide, bool vec) {
   allow_dependents();
