@@ -1,7 +1,7 @@
 """A/B of two fp8-gemm CUDA builds (or one build under two sets of FP8GEMM_* switches) in one process.
 
     python bench/fp8_gemm_ab.py A.so B.so MxNxK[,MxNxK...] [--config CFG] [--mn] [--strict]
-                                [--env-a K=V ...] [--env-b K=V ...] [--json OUT]
+                                [--env-a K=V ...] [--env-b K=V ...] [--no-warmup] [--json OUT]
 
 Per shape: fresh inputs and a float64 reference; each side's output poisoned, computed and checked (fast:
 relative Frobenius error < 2e-3; strict: 0 elements outside 1e-3 + 2e-2|ref|); then kernel-only times
