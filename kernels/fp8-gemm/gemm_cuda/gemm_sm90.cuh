@@ -304,6 +304,22 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
   return v;
 }
 
+// p ? a : b as a select instruction (ptxas turns some conditionals into branches).
+__device__ __forceinline__ float select_f32(bool p, float a, float b) {
+  float r;
+  asm("{\n.reg .pred q;\nsetp.ne.u32 q, %1, 0;\nselp.f32 %0, %2, %3, q;\n}"
+      : "=f"(r)
+      : "r"(uint32_t(p)), "f"(a), "f"(b));
+  return r;
+}
+
+// 1/x within 1 ulp, subnormal results kept (no .ftz).
+__device__ __forceinline__ float rcp_approx(float x) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 __device__ __forceinline__ void sts32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
@@ -823,9 +839,12 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           for (int h = 0; h < 2; ++h) {
             const float s = f.lo[w][h];
             keep[h] = s != 0.f ? ~0u : 0u;
-            // (a NaN scale stays NaN)
-            const float next = s == 0.f ? res_unit[w][h] : fabsf(s) < kMinUnit ? copysignf(kMinUnit, s) : s;
-            ratio[h] = res_unit[w][h] / next;
+            // (a NaN scale stays NaN). This is on each block's path to its wgmma (they accumulate into res):
+            // selects rather than the branches ptxas makes of the conditionals, and a 1-ulp reciprocal instead of
+            // the IEEE division (its slow-path branch and call; a relative error of ~1e-7 per block).
+            const float held = select_f32(fabsf(s) < kMinUnit, copysignf(kMinUnit, s), s);
+            const float next = select_f32(s == 0.f, res_unit[w][h], held);
+            ratio[h] = res_unit[w][h] * rcp_approx(next);
             res_unit[w][h] = next;
           }
           fence_regs(res[w]);
