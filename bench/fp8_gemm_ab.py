@@ -28,6 +28,7 @@ from fp8_gemm import (  # noqa: E402
     kernel_us,
     load_ops,
     make_inputs,
+    paired_us,
     reference,
     seed_shape,
     switches,
@@ -67,13 +68,8 @@ def ab_shape(sides, shape, args):
         with switches(env):
             return kernel_us(fn, rep=args.rep)
 
-    # A discarded run first: under sustained load the H200 reaches its power cap and clocks down, and without
-    # it A's first run alone got the cooler GPU (an A/A of one build: geomean 1.006 without, 0.998 with it;
-    # bench/results/logs/fp8-gemm-tile-boundary-2026-12-04.log).
-    if args.warmup:
-        timed("B")
-    a1, b1, b2, a2 = timed("A"), timed("B"), timed("B"), timed("A")
-    rec = dict(M=m, N=n, K=k, a_us=min(a1, a2), b_us=min(b1, b2), a_correct=ok["A"], b_correct=ok["B"],
+    a_us, b_us = paired_us("A", "B", measure=timed, warmup=args.warmup)
+    rec = dict(M=m, N=n, K=k, a_us=a_us, b_us=b_us, a_correct=ok["A"], b_correct=ok["B"],
                a_worst=worst["A"], b_worst=worst["B"])  # fmt: skip
     rec["ratio"] = rec["b_us"] / rec["a_us"]
     flag = {True: "", False: " WRONG"}
