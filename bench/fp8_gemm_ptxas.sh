@@ -17,6 +17,8 @@ trap 'rm -rf "$OUT"' EXIT
   -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -c "$ROOT/kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu" \
   -o "$OUT/gemm_cuda.o" 2> "$OUT/ptxas.log" || { cat "$OUT/ptxas.log"; exit 1; }
 grep -iE "warning" "$OUT/ptxas.log" || true
+# ptxas reports serialized wgmma (C7514 and kin) only as `info` lines.
+grep -E "\(C75[0-9][0-9]\)" "$OUT/ptxas.log" || true
 # One line per kernel: name (templates shortened), registers, spills.
 awk '/Compiling entry/ { match($0, /_Z[A-Za-z0-9_]*/); name = substr($0, RSTART, RLENGTH) }
      /spill stores/ { spill = $0; sub(/^ +/, "", spill) }
