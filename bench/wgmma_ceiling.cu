@@ -9,7 +9,10 @@
 //              fills it (TMA of A and/or B, or into a scratch stage the wgmma do not read, or nothing but the
 //              mbarrier handshake), the consumers wait for it and release it
 //   units      ring for strict mode's three-consumer tile: res rescaled, then the block's wgmma accumulate
-//              into it (no fresh accumulator, no promotion)
+//              into it (no fresh accumulator, no promotion); "+scales": the rescale factor worked out as the
+//              kernel does (two scales read from the stage, selects, rcp.approx) on the way to the wgmma;
+//              "+tiles": also a tile's end every 56 blocks (bf16 results stored from registers, by every SM at
+//              once, and res reset: more than the kernel's TMA-store epilogue costs)
 // Instructions: e4m3 m64nNk32 (fast mode), f16 m64nNk16 from shared memory ("ss"), or with A from registers
 // ("rs": e4m3 rows, ldmatrix and widened per pair of steps, as strict mode's kF16A kernels). W = 2: each consumer
 // does two 64-row waves per block (the 256x128 tile), one accumulator in flight.
@@ -29,8 +32,8 @@
 
 using namespace fp8gemm::sm90;
 
-enum Pattern { kChain, kPromote, kHalves, kRing, kUnits };
-constexpr const char *kPatternNames[] = {"chain", "promote", "halves", "ring", "units"};
+enum Pattern { kChain, kPromote, kHalves, kRing, kUnits, kUnitsScaled, kUnitsTiled };
+constexpr const char *kPatternNames[] = {"chain", "promote", "halves", "ring", "units", "units+scales", "units+tiles"};
 // The tensor-core instruction: fast mode's e4m3 k32 (A and B from shared memory), or strict mode's f16 k16 with
 // both from shared memory (f16 tiles) or A from registers (e4m3 rows, ldmatrix and widened per pair of steps
 // as the kF16A kernel does).
@@ -55,7 +58,8 @@ struct Ceiling {
   static constexpr int kAcc = BN / 2;
   // ring: the kernel's register split (setmaxnreg) between the producer warpgroup and the consumers
   static_assert(!kProducer || NC <= 3, "ring: one to three consumers");
-  static_assert(P != kUnits || M == kF16RS, "units: the three-consumer strict kernel's scheme");
+  static constexpr bool kRescales = P >= kUnits;  // the units scheme
+  static_assert(!kRescales || M == kF16RS, "units: the three-consumer strict kernel's scheme");
   static constexpr double kIdealCycles = double(NC) * W * 64 * BN * kQuant / (M == kFp8 ? 4096 : 2048);
 };
 
@@ -104,7 +108,7 @@ template <int NC, int BN, int W, int P, int M>
 __global__ void __launch_bounds__(Ceiling<NC, BN, W, P, M>::kThreads, 1)
     ceiling_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, int load,
                    int tiles_m, int tiles_n, int kblocks, int blocks, unsigned long long *cycles, float *sink,
-                   int write_sink) {
+                   uint32_t *epi, int write_sink) {
 #ifdef FP8GEMM_SM90A
   using C = Ceiling<NC, BN, W, P, M>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -161,7 +165,7 @@ __global__ void __launch_bounds__(Ceiling<NC, BN, W, P, M>::kThreads, 1)
     issue_block<BN, M>(a, a_at(slot, w), kAAtom, b_at(slot), kBAtom, fresh);
   };
   const float factor = 1.f + 1e-7f * float(threadIdx.x);
-  float acc[C::kAcc], res[W][C::kAcc];
+  float acc[C::kAcc], res[W][C::kAcc], unit[2] = {1.f, 1.f};
 #pragma unroll
   for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -221,10 +225,22 @@ __global__ void __launch_bounds__(Ceiling<NC, BN, W, P, M>::kThreads, 1)
 #pragma unroll
       for (int w = 0; w < W; ++w) {
         const int slot = C::kProducer ? pos.slot : 0;
-        if constexpr (P == kUnits) {  // res from the previous block's scale units to this one's, then accumulate
+        if constexpr (C::kRescales) {  // res from the previous block's scale units to this one's, then accumulate
+          float ratio[2] = {factor, factor};
+          if constexpr (P != kUnits) {  // two stand-in scales from the stage, then the kernel's arithmetic
+            const uint32_t at = b_at(slot) + (tid % 32) * 4;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const float sc = lds_f32(at + 128 * h) * factor;
+              const float held = select_f32(fabsf(sc) < 0x1p-64f, copysignf(0x1p-64f, sc), sc);
+              const float next = select_f32(sc == 0.f, unit[h], held);
+              ratio[h] = unit[h] * rcp_approx(next);
+              unit[h] = next;
+            }
+          }
           fence_regs(res[w]);
 #pragma unroll
-          for (int i = 0; i < C::kAcc; ++i) res[w][i] *= factor;
+          for (int i = 0; i < C::kAcc; ++i) res[w][i] *= ratio[(i >> 1) & 1];
           issue(res[w], slot, w, false);
         } else {
           issue(acc, slot, w, true);
@@ -236,7 +252,20 @@ __global__ void __launch_bounds__(Ceiling<NC, BN, W, P, M>::kThreads, 1)
             if (tid % 32 == 0) mbar_arrive(&empty[pos.slot]);
           }
         }
-        if constexpr (P != kUnits) promote_into(res[w], acc, factor);
+        if constexpr (!C::kRescales) promote_into(res[w], acc, factor);
+        if constexpr (P == kUnitsTiled) {
+          if (b % 56 == 55) {  // a tile's end: its bf16 results out, a fresh result
+            uint32_t *to = epi + ((blockIdx.x * NC + wg) * C::kAcc / 2) * 128 + tid;
+#pragma unroll
+            for (int i = 0; i < C::kAcc; i += 2) {
+              const float u = unit[(i >> 1) & 1];
+              const __nv_bfloat162 v = __floats2bfloat162_rn(res[w][i] * u, res[w][i + 1] * u);
+              to[i / 2 * 128] = *reinterpret_cast<const uint32_t *>(&v);
+              res[w][i] = res[w][i + 1] = 0.f;
+            }
+            unit[0] = unit[1] = 1.f;
+          }
+        }
       }
       pos.advance(C::kRingStages);
     }
@@ -261,6 +290,7 @@ __global__ void __launch_bounds__(Ceiling<NC, BN, W, P, M>::kThreads, 1)
 constexpr int kTilesM = 12, kTilesN = 11;
 struct Operands {
   uint8_t *a, *b;  // A e4m3, B e4m3 or f16: rows of kblocks * 128 elements
+  uint32_t *epi;   // units+tiles: each consumer's bf16 results
   int kblocks;
 };
 
@@ -278,12 +308,12 @@ CUtensorMap operand_map(void *base, int rows, int row_bytes, int box_rows) {
   return m;
 }
 
-const char *g_only = nullptr;  // argv[1]: run only the patterns of this name
+const char *g_only = nullptr;  // argv[1]: run only the patterns whose name starts with it
 
 template <int NC, int BN, int W, int P, int M = kFp8>
 void measure(int sms, int blocks, const Operands &ops, int load = kLoadNone) {
   using C = Ceiling<NC, BN, W, P, M>;
-  if (g_only && std::strcmp(g_only, kPatternNames[P]) != 0) return;
+  if (g_only && std::strncmp(kPatternNames[P], g_only, std::strlen(g_only)) != 0) return;
   if (load & kLoadA && M == kF16SS) std::exit(3);  // the producer's A boxes are e4m3 tiles
   const int k = ops.kblocks * kQuant;
   const CUtensorMap ma = operand_map(ops.a, kTilesM * C::kRows, k, C::kRows),
@@ -300,7 +330,8 @@ void measure(int sms, int blocks, const Operands &ops, int load = kLoadNone) {
   std::vector<double> per_block, clocks;
   for (int rep = 0; rep < 5; ++rep) {
     CHECK(cudaEventRecord(e0));
-    kernel<<<sms, C::kThreads, C::kSmem>>>(ma, mb, load, kTilesM, kTilesN, ops.kblocks, blocks, cycles, sink, 0);
+    kernel<<<sms, C::kThreads, C::kSmem>>>(ma, mb, load, kTilesM, kTilesN, ops.kblocks, blocks, cycles, sink,
+                                           ops.epi, 0);
     CHECK(cudaEventRecord(e1));
     CHECK(cudaEventSynchronize(e1));
     CHECK(cudaGetLastError());
@@ -340,6 +371,7 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc(&ops.b, b_bytes));
   CHECK(cudaMemset(ops.a, 0x3a, a_bytes));
   CHECK(cudaMemset(ops.b, 0x35, b_bytes));
+  CHECK(cudaMalloc(&ops.epi, size_t(sms) * 3 * 64 * 128 * sizeof(uint32_t)));
   measure<2, 128, 1, kChain>(sms, blocks, ops);
   measure<2, 192, 1, kChain>(sms, blocks, ops);
   measure<1, 128, 1, kPromote>(sms, blocks, ops);
@@ -368,6 +400,8 @@ int main(int argc, char **argv) {
   for (int load : {0, 1, 2, 3}) {  // none; A; B; A and B
     measure<2, 128, 1, kRing, kF16RS>(sms, blocks, ops, load);
     measure<3, 128, 1, kUnits, kF16RS>(sms, blocks, ops, load);
+    measure<3, 128, 1, kUnitsScaled, kF16RS>(sms, blocks, ops, load);
+    measure<3, 128, 1, kUnitsTiled, kF16RS>(sms, blocks, ops, load);
     measure<3, 192, 1, kUnits, kF16RS>(sms, blocks, ops, load);
   }
   return 0;
