@@ -8,6 +8,8 @@
 //   ring       promote, with the kernel's ring of stages: a producer thread waits for each free stage and
 //              fills it (TMA of A and/or B, or into a scratch stage the wgmma do not read, or nothing but the
 //              mbarrier handshake), the consumers wait for it and release it
+//   ring+staggered  ring, consumer c starting c / NC of a block's tensor time late (the steady state does
+//              not keep the offset: same cycles as ring)
 //   units      ring for strict mode's three-consumer tile: res rescaled, then the block's wgmma accumulate
 //              into it (no fresh accumulator, no promotion); "+scales": the rescale factor worked out as the
 //              kernel does (two scales read from the stage, selects, rcp.approx) on the way to the wgmma;
@@ -32,8 +34,9 @@
 
 using namespace fp8gemm::sm90;
 
-enum Pattern { kChain, kPromote, kHalves, kRing, kUnits, kUnitsScaled, kUnitsTiled };
-constexpr const char *kPatternNames[] = {"chain", "promote", "halves", "ring", "units", "units+scales", "units+tiles"};
+enum Pattern { kChain, kPromote, kHalves, kRing, kUnits, kUnitsScaled, kUnitsTiled, kRingStaggered };
+constexpr const char *kPatternNames[] = {"chain",        "promote",     "halves",        "ring", "units",
+                                         "units+scales", "units+tiles", "ring+staggered"};
 // The tensor-core instruction: fast mode's e4m3 k32 (A and B from shared memory), or strict mode's f16 k16 with
 // both from shared memory (f16 tiles) or A from registers (e4m3 rows, ldmatrix and widened per pair of steps
 // as the kF16A kernel does).
@@ -58,7 +61,7 @@ struct Ceiling {
   static constexpr int kAcc = BN / 2;
   // ring: the kernel's register split (setmaxnreg) between the producer warpgroup and the consumers
   static_assert(!kProducer || NC <= 3, "ring: one to three consumers");
-  static constexpr bool kRescales = P >= kUnits;  // the units scheme
+  static constexpr bool kRescales = P == kUnits || P == kUnitsScaled || P == kUnitsTiled;  // the units scheme
   static_assert(!kRescales || M == kF16RS, "units: the three-consumer strict kernel's scheme");
   static constexpr double kIdealCycles = double(NC) * W * 64 * BN * kQuant / (M == kFp8 ? 4096 : 2048);
 };
@@ -171,6 +174,11 @@ __global__ void __launch_bounds__(Ceiling<NC, BN, W, P, M>::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < C::kAcc; ++i) res[w][i] = 0.f, acc[i] = 0.f;
   RingPos pos;
+  if constexpr (P == kRingStaggered) {  // consumer c starts c / NC of a block's tensor time late
+    const long long t0 = clock64(), wait = (long long)(C::kIdealCycles * wg / NC);
+    while (clock64() - t0 < wait) {
+    }
+  }
   const unsigned long long start = clock64();
   if constexpr (P == kChain) {
     for (int b = 0; b < blocks; ++b) {
@@ -389,6 +397,10 @@ int main(int argc, char **argv) {
     measure<2, 128, 2, kRing>(sms, blocks, ops, load);
     measure<2, 192, 1, kRing>(sms, blocks, ops, load);
     measure<3, 128, 1, kRing>(sms, blocks, ops, load);
+    measure<2, 128, 1, kRingStaggered>(sms, blocks, ops, load);
+    measure<2, 128, 2, kRingStaggered>(sms, blocks, ops, load);
+    measure<2, 192, 1, kRingStaggered>(sms, blocks, ops, load);
+    measure<3, 128, 1, kRingStaggered>(sms, blocks, ops, load);
   }
   // strict mode's 16-bit patterns (no register-A chain: its fragments' registers are rewritten while earlier
   // wgmma may still read them, so ptxas serializes it)
