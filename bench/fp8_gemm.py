@@ -52,9 +52,9 @@ SWEEP = (
     + [f"{tile},{s},{cl}" for tile, cl in _CLUSTERED for s in (1, 2, "t")]
     + ["2,128,t,1,2"]
 )
-# `--sweep fast`: only the cost model's K-major candidates (kFp8Shapes in gemm_cuda.cu) x splits, enough for
-# bench/fp8_gemm_fit.py.
-FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4)] + [
+# `--sweep fast`: only the cost model's K-major candidates (kFp8Shapes in gemm_cuda.cu) x splits (1, 2, 4 and,
+# unclustered, "t"), enough for bench/fp8_gemm_fit.py.
+FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 2, 4, "t")] + [
     f"2,192,{s},m2,1" for s in (1, 2, 4)
 ]
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
