@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test of the project: style gates, Rust tests, Python tests (CPU), the ROCm device-code checks and the
+# Every test of the project: style gates, Rust tests, Python tests (CPU), the CUDA and ROCm device-code checks and the
 # end-to-end flow (build → hub → push → get_kernel → run). `.ci/run` calls this; it installs what it needs.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +22,6 @@ py_trees=(python bench kernels tests scripts)
 step "ruff"
 ruff check "${py_trees[@]}"
 ruff format --check "${py_trees[@]}"
-step "pytest (CPU: loader, hub interop, kernels, ROCm device code, end-to-end)"
+step "pytest (CPU: loader, hub interop, kernels, CUDA and ROCm device code, end-to-end)"
 pytest -q -m "not gpu" "${py_trees[@]}"
 step "done"
