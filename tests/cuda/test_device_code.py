@@ -11,25 +11,17 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from support.kforge_hub import REPO_ROOT, kforge_bin
+from support.process import run
 
 VARIANT = "torch211-cxx11-cu130-x86_64-linux"
 # Spill bytes ptxas reports for the sm_90a kernels (bench/fp8_gemm_ptxas.sh; the most is 36 bytes of one
 # strict kernel): more means a change pushed a kernel past its register budget.
 MAX_SPILL_BYTES = 64
-
-
-def run(cmd: list[str], **kw) -> str:
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    shown = " ".join(map(str, cmd))
-    tail = proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert proc.returncode == 0, f"{shown} failed ({proc.returncode}):\n{tail}"
-    return proc.stdout + proc.stderr
 
 
 def cuobjdump() -> Path:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.process import run
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("clang++-19", "llvm-objdump-19", "llvm-readelf-19")
@@ -36,13 +36,6 @@ def rocm_tools():
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-
-
-def run(cmd: list[str], cwd: Path | None = None) -> str:
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    shown = " ".join(map(str, cmd))
-    assert proc.returncode == 0, f"{shown} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}"
-    return proc.stdout + proc.stderr
 
 
 def kernel_metadata(code_object: Path) -> dict[str, dict[str, int]]:
