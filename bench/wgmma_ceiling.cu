@@ -53,7 +53,6 @@ struct Ceiling {
   static constexpr int kRows = NC * W * 64;       // A rows; f16 tiles are two 128-byte atoms per 128 K:
   static constexpr int kABytes = kRows * kRowBytes * (M == kF16SS ? 2 : 1);
   static constexpr int kBBytes = BN * kRowBytes * (M == kFp8 ? 1 : 2);
-  static constexpr int kSteps = M == kFp8 ? 4 : 8;  // wgmma per 128-K block
   // ring: kRingStages stages and a scratch one (the target of kLoadScratch)
   static constexpr int kRingStages = std::min(kMaxRingStages, (232448 - 1024 - 64) / (kABytes + kBBytes) - 1);
   static constexpr int kStages = kProducer ? kRingStages + 1 : 1;
