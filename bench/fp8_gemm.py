@@ -43,7 +43,8 @@ DEEPSEEK = [(m, n, k) for m in (64, 128, 4096) for n, k in [
 # "nc,bn,splits,cluster,waves": the compiled fast tile shapes without a cluster (not 128x144, which never won
 # a sweep), and cluster variants (m2 pairs M blocks sharing B, n2 pairs N blocks sharing A).
 # (nc, bn, waves)
-_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2), (3, 128, 1), (2, 96, 1)]
+_TILES = [(2, 192, 1), (2, 128, 1), (2, 64, 1), (1, 128, 1), (2, 128, 2), (3, 128, 1), (2, 96, 1), (1, 64, 1),
+          (1, 96, 1)]  # fmt: skip
 _CLUSTERED = [("2,128", "n2,2"), ("2,128", "m2,2"), ("2,192", "m2,1"), ("2,128", "n2,1"), ("2,128", "m2,1"),
               ("3,128", "n2,1"), ("3,128", "m2,1")]  # fmt: skip
 # Splits "t": full waves unsplit, the partial last wave's tiles split (opt-in, not weighed by the cost model).

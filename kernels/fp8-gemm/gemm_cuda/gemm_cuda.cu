@@ -712,6 +712,8 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kE4M3, 2, 96, 1)
     FP8GEMM_CASE(Elem::kE4M3, 2, 64, 1)
     FP8GEMM_CASE(Elem::kE4M3, 1, 128, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 1, 96, 1)
+    FP8GEMM_CASE(Elem::kE4M3, 1, 64, 1)
     FP8GEMM_CASE(Elem::kE4M3, 2, 128, 2)
     FP8GEMM_CASE(Elem::kE4M3, 3, 128, 1)
   }

@@ -16,13 +16,14 @@ SHAPES = [(64, 64, 128), (96, 576, 256), (70, 130, 384), (128, 7168, 2304), (256
 # bn 96 and 144 cross into the next b_scale block at a column known only at run time (96 dispatches to its
 # three compiled columns and stores through 32-column TMA boxes; 144 compares per column and stores from
 # registers); splits t leaves full waves unsplit and splits the tiles of the partial last wave; nc 3 = three
-# consumer warpgroups.
+# consumer warpgroups, nc 1 = one that double-buffers its accumulator (bn 64, 96 or 128).
 FAST_CONFIGS = ["2,192,1", "2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,192,4",
                 "2,192,1,2", "2,128,1,2", "2,64,1,2", "1,128,1,2", "2,128,3,2", "1,128,2,2",
                 "2,128,1,1,2", "2,128,3,1,2", "2,128,1,n2,2", "2,128,2,n2,2",
                 "2,128,1,m2,2", "2,192,1,n2", "1,128,1,n2", "2,96,1", "2,144,1", "2,144,3", "2,96,1,m2",
                 "2,144,1,n2", "2,128,t,1,2", "2,192,t", "2,128,t,n2,2", "2,192,t,m2",
-                "3,128,1", "3,128,3", "3,128,1,n2", "3,128,2,m2"]  # fmt: skip
+                "3,128,1", "3,128,3", "3,128,1,n2", "3,128,2,m2",
+                "1,64,1", "1,64,3", "1,64,1,m2", "1,96,1", "1,96,2", "1,96,t", "1,96,1,n2"]  # fmt: skip
 STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 # Tiles only strict mode's A-from-registers path compiles: three consumers, their result kept in units of
 # the block scale (no second accumulator), and 128x96 (its b_scale split at a run-time column).
