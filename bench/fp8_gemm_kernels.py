@@ -20,9 +20,14 @@ from fp8_gemm import FAST_BAR, checked, load_ops, make_inputs, reference, seed_s
 from fp8_gemm_ab import env_of  # noqa: E402
 
 
-def kernel_times(fn, calls):
-    """{kernel name: mean µs per call} of `fn`, the L2 flush before each call left out."""
+def kernel_times(fn, calls, match="fp8gemm"):
+    """{kernel name: mean µs per call} of `fn`'s kernels whose name holds `match` ("" for all), the L2 flush
+    before each call left out."""
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        flush.zero_()
+        torch.cuda.synchronize()
+    flush_names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -32,7 +37,8 @@ def kernel_times(fn, calls):
         torch.cuda.synchronize()
     totals = collections.defaultdict(float)
     for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA and "fp8gemm" in event.name:  # not the flush
+        cuda = event.device_type == torch.autograd.DeviceType.CUDA
+        if cuda and match in event.name and event.name not in flush_names:
             totals[event.name] += event.time_range.elapsed_us()
     return {name: us / calls for name, us in totals.items()}
 
