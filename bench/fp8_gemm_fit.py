@@ -2,7 +2,7 @@
 kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or more --sweep runs.
 
     python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|swap|mn]
-                                 [--shapes "..."]
+                                 [--shapes "..."] [--hold]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
 per unit x the configuration's µs per block + 0.5 µs per unit, more when split), at least the DRAM time,
@@ -14,6 +14,8 @@ each judging only the candidates it timed), and prints the constants and each sw
 becomes the N x M problem). --mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the
 MN-major sweep, against the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted
 rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
+--hold (fast) fits only the tiles that --shapes appends to FAST_SHAPES, the others' constants kept: a tile
+joins without moving the picks that earlier sweeps (which never timed it) judged.
 """
 
 import argparse
@@ -235,6 +237,7 @@ def main():
     ap.add_argument("json", nargs="+", help="sweep results; several are fitted together")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
     ap.add_argument("--mode", choices=["fast", "strict", "bf16", "swap", "mn"], default="fast")
+    ap.add_argument("--hold", action="store_true", help="fast: fit only the tiles --shapes appends")
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
     by_file = {path: load_records(path, args.mode) for path in args.json}
@@ -259,10 +262,19 @@ def main():
     def score_of(ps):
         return quality(recs, shapes, ps[:-2], ps[-2:])
 
+    held = 0
+    if args.hold:
+        held = len(FAST_US)
+        if args.mode != "fast" or [config_key(s, 1) for s in shapes[:held]] != [
+            config_key(s, 1) for s in parse_shapes(FAST_SHAPES)
+        ]:
+            ap.error("--hold: --mode fast, with --shapes starting with FAST_SHAPES' candidates")
+        us[:held] = FAST_US
+
     def search(params):
         score = score_of(params)
         for _ in range(5):
-            for i in range(len(params)):
+            for i in range(held, len(params) - (2 if held else 0)):
                 for f in [0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 1.4, 2.0]:
                     trial = params[:i] + [params[i] * f] + params[i + 1 :]
                     q = score_of(trial)
@@ -272,6 +284,7 @@ def main():
         return score_of(rounded), rounded
 
     starts = [TRANSPOSE, (2.5e6, 3.0)] if args.mode == "mn" else [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
+    starts = starts[:1] if held else starts
     score, params = min(search(us + list(split)) for split in starts)
     us, split = params[:-2], params[-2:]
     # Robustness: the same picks' quality with every constant off by up to 5 % (10 % for the split ones).
