@@ -362,9 +362,11 @@ def main():
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if args.sweep in ("fast", "strict"):
-        records = [sweep_model_shape(ops, m, n, k, args.sweep) for m, n, k in shapes]
-        doc = dict(**run_meta(args), records=records)
-        (out / f"fp8-gemm-sweep-{args.sweep}.json").write_text(json.dumps(doc, indent=1))
+        for m, n, k in shapes:
+            records.append(sweep_model_shape(ops, m, n, k, args.sweep))
+            # Rewritten after every shape: what is swept survives a timeout of the device call.
+            doc = dict(**run_meta(args), records=records)
+            (out / f"fp8-gemm-sweep-{args.sweep}.json").write_text(json.dumps(doc, indent=1))
         return
     for m, n, k in shapes:
         seed_shape(m, n, k)
