@@ -51,8 +51,11 @@ SPLIT = {"fast": (5.6, 3.0e6), "strict": (4.1, 3.0e6), "bf16": (4.1, 3.0e6), "sw
 # kFp8Shapes' µs per block (--mode mn prices the K-major kernels after the transpose pass with them) and
 # transpose_pass_us()'s GPU constants (bytes per µs, fixed µs), the mn fit's starting point (kernel-only
 # times: gemm_cuda.cu adds kPassHostUs, the pass's host cost, on top).
-FAST_SHAPES = "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;1,1,128,1,0;2,2,128,1,0;2,1,192,2,0;3,1,128,1,0;2,1,96,1,0"
-FAST_US = [1.15, 0.84, 0.35, 0.36, 0.99, 0.76, 0.79, 0.60]
+FAST_SHAPES = ";".join(
+    ["2,1,192,1,0", "2,1,128,1,0", "2,1,64,1,0", "1,1,128,1,0", "2,2,128,1,0", "2,1,192,2,0", "3,1,128,1,0"]
+    + ["2,1,96,1,0", "1,1,64,1,0", "1,1,96,1,0"]
+)
+FAST_US = [1.15, 0.84, 0.35, 0.36, 0.99, 0.76, 0.79, 0.60, 0.24, 0.30]
 TRANSPOSE = (5.0e6, 2.1)
 # Each mode's candidates, in gemm_cuda.cu's order (kFp8Shapes, kF16AShapes, kFp8MNShapes). Strict sweeps
 # before c822649 timed the bf16 path (kBf16Shapes: the first three tiles); from c822649 on the default strict
