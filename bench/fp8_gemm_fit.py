@@ -268,9 +268,7 @@ def main():
     held = 0
     if args.hold:
         held = len(FAST_US)
-        if args.mode != "fast" or [config_key(s, 1) for s in shapes[:held]] != [
-            config_key(s, 1) for s in parse_shapes(FAST_SHAPES)
-        ]:
+        if args.mode != "fast" or shapes[:held] != parse_shapes(FAST_SHAPES):
             ap.error("--hold: --mode fast, with --shapes starting with FAST_SHAPES' candidates")
         us[:held] = FAST_US
 

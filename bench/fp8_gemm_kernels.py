@@ -20,14 +20,20 @@ from fp8_gemm import FAST_BAR, checked, load_ops, make_inputs, reference, seed_s
 from fp8_gemm_ab import env_of  # noqa: E402
 
 
-def kernel_times(fn, calls, match="fp8gemm"):
-    """{kernel name: mean µs per call} of `fn`'s kernels whose name holds `match` ("" for all), the L2 flush
-    before each call left out."""
+@functools.cache
+def l2_flush():
+    """(a buffer larger than the L2, the names of the kernels zeroing it launches), made once per process."""
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         flush.zero_()
         torch.cuda.synchronize()
-    flush_names = {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+    return flush, frozenset(e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
+def kernel_times(fn, calls, match="fp8gemm"):
+    """{kernel name: mean µs per call} of `fn`'s kernels whose name holds `match` ("" for all), the L2 flush
+    before each call left out."""
+    flush, flush_names = l2_flush()
     fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
