@@ -72,6 +72,7 @@ CASES = [
     ("fast", "fp8-gemm-sweep-0be2a4c.json", 30, 1.019),
     ("fast", "fp8-gemm-sweep-1032018.json", 30, 1.019),
     ("fast", "fp8-gemm-sweep-fast-h100-ae5bb64.json", 30, 1.026),
+    ("fast", "fp8-gemm-sweep-fast-h100-c253291.json", 30, 1.023),  # held out: another H100, same kernels
     ("strict", "fp8-gemm-sweep-strict-tail.json", 30, 1.022),
     ("strict", "fp8-gemm-sweep-strict-merged.json", 30, 1.012),
     ("swap", "fp8-gemm-sweep-strict-tail.json", 30, 1.009),
@@ -82,6 +83,8 @@ CASES = [
     # 1024x512x7168 (and, held out, 1024x4096x512) on the pass, timed there behind the older K-major picks.
     ("mn", "fp8-gemm-sweep-mn-pre-513a8bf.json", 30, 1.0012),
     ("mn", "fp8-gemm-sweep-mn-513a8bf.json", 30, 1.0005),
+    # Held out, on an H100: the first MN-major sweep that timed the pass behind today's K-major picks.
+    ("mn", "fp8-gemm-sweep-mn-h100-c253291.json", 30, 1.005),
 ]
 
 
