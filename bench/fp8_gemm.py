@@ -307,7 +307,7 @@ def fmt(x, spec):
 
 def markdown(meta, records, summary):
     lines = [
-        "# fp8-gemm on the H200",
+        f"# fp8-gemm on {meta['device']} (commit {meta['commit']})",  # the file keeps its name on any card
         "",
         f"commit `{meta['commit']}`, {meta['device']}, driver {meta['driver']}, torch {meta['torch']}, "
         f"CUDA {meta['cuda']}, nvcc {meta['nvcc']}, triton {meta['triton']}; {meta['date']}.",
