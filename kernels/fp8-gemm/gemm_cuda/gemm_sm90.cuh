@@ -43,8 +43,10 @@ namespace fp8gemm::sm90 {
 // fp8 bytes and needs no pass. kF16AS: kF16A with the operands' roles swapped, C^T = B A^T, for B the larger:
 // b (e4m3) is the kernel's A, a widened to f16 its B, each tile row (an n) has one b_scale per block and each
 // column (an m) its own a_scale (staged like A's scales, read per column in the promotion), and the epilogue
-// stores the tile transposed.
-enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS };
+// stores the tile transposed. kE4M3TR: fast mode on MN-major operands with only B transposed by the converters;
+// A's MN-major pieces land in the wgmma stage as TMA delivers them and each consumer warp reads its fragments
+// into registers (ldmatrix.trans), for wgmma with A from registers: half the converters' shared-memory traffic.
+enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS, kE4M3TR };
 
 template <Elem E, int N>
 struct Wgmma {
@@ -52,6 +54,10 @@ struct Wgmma {
 };
 template <int N>
 struct WgmmaRegA {  // f16, A from registers
+  static __device__ void run(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int accumulate);
+};
+template <int N>
+struct WgmmaRegA8 {  // e4m3, A from registers
   static __device__ void run(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int accumulate);
 };
 
@@ -109,6 +115,8 @@ template <>
 struct ElemInfo<Elem::kF16AS> : ElemInfo<Elem::kBF16> {};
 template <>
 struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
+template <>
+struct ElemInfo<Elem::kE4M3TR> : ElemInfo<Elem::kE4M3> {};
 
 // Width in bytes of M or N of the MN-major boxes a transposing tile loads (its A or B pieces; the host's tensor
 // maps use the same rule).
@@ -129,19 +137,23 @@ struct Config {
   static constexpr int kBBytes = BN * kRowBytes * kSub;
   static constexpr int kScaleRows = kSwapped ? BN : BM;  // the per-row (swapped: per-column) scales staged
   static constexpr int kScaleBytes = kScaleRows * 4;
-  static constexpr bool kTranspose = E == Elem::kE4M3T;
+  static constexpr bool kTranspose = E == Elem::kE4M3T || E == Elem::kE4M3TR;
+  static constexpr bool kRegA8 = E == Elem::kE4M3TR;  // A: MN-major pieces in the wgmma stage, read to registers
   static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
   static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : kRegA ? Elem::kF16 : E;  // the wgmma input type
-  // One e4m3 stage as TMA delivers it: A then B, K-major rows (kF16) or, transposing, MN-major column pieces
-  // of kPiece{A,B} bytes x 128 K rows; then, at kRawScales, A's scales, which the converters copy into the
-  // wgmma stage.
-  static constexpr int kRawScales = (BM + BN) * kRowBytes;
+  // One e4m3 stage as TMA delivers it: A (but for kRegA8) then B, K-major rows (kF16) or, transposing, MN-major
+  // column pieces of kPiece{A,B} bytes x 128 K rows; then, at kRawScales, A's scales, which the converters copy
+  // into the wgmma stage (kRegA8: TMA loads A and its scales straight into the wgmma stage, kDirectBytes).
+  static constexpr int kRawA = kRegA8 ? 0 : BM;
+  static constexpr int kRawScales = (kRawA + BN) * kRowBytes;
+  static constexpr int kDirectBytes = kRegA8 ? kABytes + kScaleBytes : 0;
   static constexpr int kPieceA = mn_piece(BM), kPieceB = mn_piece(BN);
   static_assert(!kTranspose || ((kPieceA == 64 || kPieceA == 128) && (kPieceB == 64 || kPieceB == 128) &&
                                 BM % kPieceA == 0 && BN % kPieceB == 0),
                 "transposing tiles are made of 64- or 128-byte wide pieces");
   // Bytes the producer's TMA delivers per stage (to the e4m3 ring when converting).
-  static constexpr int kStageBytes = kConvert ? kRawScales + kScaleBytes : kABytes + kBBytes + kScaleBytes;
+  static constexpr int kStageBytes =
+      kConvert ? kRawScales + (kRegA8 ? 0 : kScaleBytes) : kABytes + kBBytes + kScaleBytes;
   // An e4m3 stage's room, rounded to 1 KB: the swizzled boxes (and the staging after the ring) need the
   // alignment.
   static constexpr int kRawBytes = kConvert ? (kStageBytes + 1023) / 1024 * 1024 : 0;
@@ -465,6 +477,29 @@ __device__ __forceinline__ void transpose_stage(uint32_t src, uint32_t dst, int 
                                  ((cw - kGroupsA) % kWarps + kWarps) % kWarps, kWarps, lane);
 }
 
+// kE4M3TR: one warp's A fragments for the four wgmma m64nNk32 of a 128-K block (A from registers, the
+// mma.m16n8k32 layout: words 0 / 2 rows g, words 1 / 3 rows g + 8, K bytes 4c .. 4c + 3 of 16-K chunk 0 / 1 of
+// the step), read from A's MN-major pieces (kPiece bytes of M by 128 K rows, 128- or 64-byte swizzle, as TMA
+// delivers them) at the warp's 16 M rows from `m_off`. ldmatrix.x4.trans of the step's 32 K rows (matrix j: K
+// rows 8j .. 8j + 7 of the warp's 16-byte M chunk) gives lane (g, c) the M byte pair 2g, 2g + 1 at K 2c, 2c + 1
+// of each 8-K group; byte_perm makes the words of M row 2g (fragment row g) and 2g + 1 (row g + 8) with K
+// 2c + {0, 1, 8, 9} - the order the converters store B's K in (transpose_operand), so the products match. The
+// accumulator's row g / g + 8 is therefore M row 2g / 2g + 1 of the warp's 16.
+template <int kPiece>
+__device__ __forceinline__ void lds_a_mn_e4m3(uint32_t (&fa)[4][4], uint32_t stage, int m_off, int lane) {
+  const int i = lane & 7, j = lane >> 3;
+  const int piece = m_off / kPiece, chunk = m_off % kPiece / 16;
+  const int swz = kPiece == 128 ? i : (i >> 1) & 3;  // the box swizzle of K row 8j + i (8j keeps the phase)
+  const uint32_t base = stage + piece * kQuant * kPiece + (8 * j + i) * kPiece + ((chunk ^ swz) << 4);
+#pragma unroll
+  for (int st = 0; st < 4; ++st) {
+    uint32_t r[4];
+    ldsm_x4_trans(base + 32 * st * kPiece, r);
+    fa[st][0] = __byte_perm(r[0], r[1], 0x6420), fa[st][1] = __byte_perm(r[0], r[1], 0x7531);
+    fa[st][2] = __byte_perm(r[2], r[3], 0x6420), fa[st][3] = __byte_perm(r[2], r[3], 0x7531);
+  }
+}
+
 // Slot and phase parity of the next use of a ring of `n` stages, advanced incrementally (no division by the
 // runtime stage count on the per-block path).
 struct RingPos {
@@ -544,7 +579,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbar_init(&full[s], C::kConvert ? C::kConverterWarps : 1);
+      // converting: one arrival per converter warp (kRegA8: and the producer's, with A's bytes)
+      mbar_init(&full[s], C::kConvert ? C::kConverterWarps + C::kRegA8 : 1);
       mbar_init(&empty[s], p.cluster * NC * 4);  // lane 0 of every consumer warp of every CTA in the cluster
     }
     for (int r = 0; r < R; ++r) {
@@ -567,7 +603,25 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   if (wg == 0) {
     // Producer: one thread walks the same unit sequence as the consumers and keeps the ring full.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
-    if (tid == 0) {
+    if (C::kRegA8 && tid == 1) {
+      // kRegA8: a second thread keeps the wgmma ring's A pieces and scales coming, so that B's e4m3 ring
+      // (thread 0) runs its own depth ahead of it.
+      RingPos pos;
+      for (int unit = first_unit; unit < total_units; unit += unit_stride) {
+        const auto [mb, nb, split, tile, splits, slot, kb0, kb1] = unit_at(p, unit, rank);
+        for (int kb = kb0; kb < kb1; ++kb) {
+          const int s = pos.slot;
+          mbar_wait(&empty[s], pos.phase ^ 1);
+          mbar_expect_tx(&full[s], C::kDirectBytes);
+          uint8_t *a_dst = tiles + s * (C::kABytes + C::kBBytes);
+#pragma unroll
+          for (int i = 0; i < BM / C::kPieceA; ++i)
+            tma_load_2d(a_dst + i * C::kPieceA * kQuant, &map_a, &full[s], mb * BM + i * C::kPieceA, kb * kQuant);
+          tma_load_2d(scales + s * C::kScaleRows, &map_as, &full[s], mb * BM, kb);
+          pos.advance(S);
+        }
+      }
+    } else if (tid == 0) {
       RingPos pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
         const auto [mb, nb, split, tile, splits, slot, kb0, kb1] = unit_at(p, unit, rank);
@@ -578,18 +632,20 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             mbar_expect_tx(&raw_full[r], C::kStageBytes);
             uint8_t *dst = raw + r * C::kRawBytes;
             if constexpr (C::kTranspose) {  // MN-major boxes: (M or N, K) coordinates
+              if constexpr (!C::kRegA8)
 #pragma unroll
-              for (int i = 0; i < BM / C::kPieceA; ++i)
-                tma_load_2d(dst + i * C::kPieceA * kQuant, &map_a, &raw_full[r], mb * BM + i * C::kPieceA, kb * kQuant);
+                for (int i = 0; i < BM / C::kPieceA; ++i)
+                  tma_load_2d(dst + i * C::kPieceA * kQuant, &map_a, &raw_full[r], mb * BM + i * C::kPieceA,
+                              kb * kQuant);
 #pragma unroll
               for (int i = 0; i < BN / C::kPieceB; ++i)
-                tma_load_2d(dst + (BM + i * C::kPieceB) * kQuant, &map_b, &raw_full[r], nb * BN + i * C::kPieceB,
-                            kb * kQuant);
+                tma_load_2d(dst + (C::kRawA + i * C::kPieceB) * kQuant, &map_b, &raw_full[r],
+                            nb * BN + i * C::kPieceB, kb * kQuant);
             } else {
               tma_load_2d(dst, &map_a, &raw_full[r], kb * kQuant, mb * BM);
               tma_load_2d(dst + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
             }
-            tma_load_2d(dst + C::kRawScales, &map_as, &raw_full[r], mb * BM, kb);
+            if constexpr (!C::kRegA8) tma_load_2d(dst + C::kRawScales, &map_as, &raw_full[r], mb * BM, kb);
             pos.advance(R);
             continue;
           }
@@ -643,7 +699,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               if (store) sts32(scales_u32 + (s * C::kScaleRows + i) * 4, sa[j]);
             }
           };
-          if constexpr (C::kTranspose) {
+          if constexpr (C::kRegA8) {
+            transpose_operand<BN, C::kPieceB>(src, dst + C::kABytes, cw, C::kConverterWarps, lane);
+          } else if constexpr (C::kTranspose) {
             scales(true, false);
             transpose_stage<BM, BN, C::kPieceA, C::kPieceB, C::kConverterWarps>(src, dst, cw, lane);
             scales(false, true);
@@ -666,7 +724,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::kConsumerRegs));
     const int cw = wg - 1;  // consumer index: rows [cw*64*W, (cw+1)*64*W) of the tile, wave w from row 64*w
     const int warp = tid / 32, lane = tid % 32;
-    const int row_in_wave = warp * 16 + lane / 4;  // and +8
+    // A thread's accumulator rows: lane / 4 and + 8 of its warp's 16; kRegA8 fragments (lds_a_mn_e4m3) make them
+    // the M rows 2 (lane / 4) and + 1.
+    constexpr int kRowStep = C::kRegA8 ? 1 : 8;
+    const int row_in_wave = warp * 16 + (C::kRegA8 ? 2 * (lane / 4) : lane / 4);  // and + kRowStep
     const int first_row = cw * 64 * W;
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = ((C::kSwapped ? p.M : p.N) + kQuant - 1) / kQuant;  // b_scale blocks (along the tile rows)
@@ -675,7 +736,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
     // consumers, which already overlap each other).
     // (Not with A in registers: the next block's fragments would be written while the wgmma still read these.)
-    constexpr bool kDoubleAcc = NC == 1 && W == 1 && !C::kRegA && 3 * kAcc + 40 <= C::kConsumerRegs;
+    constexpr bool kDoubleAcc = NC == 1 && W == 1 && !C::kRegA && !C::kRegA8 && 3 * kAcc + 40 <= C::kConsumerRegs;
     // Three consumers with A in registers have 160 registers each, too few for acc + res: their result needs
     // no fresh accumulator per block when it is kept in units of the current block's scale, res[w] (units u)
     // -> res[w] * u / s + the block's products (units s), the 16-bit wgmma accumulating into res directly (in
@@ -709,7 +770,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       // of m with their own a_scale each.
       const int nblk_lo = min((C::kSwapped ? mb * BM : n0) / kQuant, NB - 1), nblk_hi = min(nblk_lo + 1, NB - 1);
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
-      const int m_row = mb * BM + first_row + row_in_wave;  // of wave 0; and +8, +64*w
+      const int m_row = mb * BM + first_row + row_in_wave;  // of wave 0; and + kRowStep, +64*w
       float res_unit[W][2];  // kUnits: the scale res[w] is in, rows +0 / +8
 #pragma unroll
       for (int w = 0; w < W; ++w) {
@@ -755,7 +816,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + 8 * h) * 4);
+            for (int h = 0; h < 2; ++h) sa[w][h] = lds_f32(sa_base + (64 * w + kRowStep * h) * 4);
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -769,7 +830,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           const uint64_t a_desc = smem_desc(stage + first_row * kRowBytes), b_desc = smem_desc(stage + C::kABytes);
           // A from registers: the block's e4m3 bytes loaded at once, each pair of steps widened just before its
           // wgmma (so the first run while the rest widen); every step's registers live until the wgmma wait.
-          [[maybe_unused]] uint32_t raw[C::kRegA ? 4 : 1][4], fa[C::kRegA ? kSteps : 1][4];
+          [[maybe_unused]] uint32_t raw[C::kRegA ? 4 : 1][4], fa[C::kRegA || C::kRegA8 ? kSteps : 1][4];
+          if constexpr (C::kRegA8) {
+            static_assert(kSteps == 4, "e4m3: four k32 steps per block");
+            lds_a_mn_e4m3<C::kPieceA>(fa, stage, first_row + 64 * w + warp * 16, lane);
+          }
           if constexpr (C::kRegA) {
             ldsm_a_e4m3(raw, stage + (first_row + 64 * w + warp * 16) * kRowBytes, lane);
 #pragma unroll
@@ -788,6 +853,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             const uint64_t b = desc_plus(b_desc, sub * BN * kRowBytes + off);
             if constexpr (C::kRegA)
               WgmmaRegA<BN>::run(a, fa[step], b, kUnits || step > 0);
+            else if constexpr (C::kRegA8)
+              WgmmaRegA8<BN>::run(a, fa[step], b, step > 0);
             else
               Wgmma<C::kMma, BN>::run(a, desc_plus(a_desc, (sub * BM + 64 * w) * kRowBytes + off), b, step > 0);
           }
@@ -998,7 +1065,6 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         const uint32_t stage_base = smem_u32(stage_c);
         // 16-byte chunk index XOR the row's swizzle phase: row % 8 (128-byte rows) or row / 2 % 4 (64-byte)
         constexpr int kChunks = C::kStoreCols / 8, kBoxBytes = 64 * C::kStoreCols * 2;
-        const int swz = kChunks == 8 ? (lane / 4) & 7 : (lane / 8) & 3;
         if (tid == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");  // previous tile's store
         named_sync(2 + cw, 128);
         // Swapped (C^T's tile): per wave one box of BN rows of c (m) by 64 columns (n, 128 bytes), written
@@ -1024,9 +1090,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const int box = w * (BN / C::kStoreCols) + j / kChunks;
-                const int off = box * kBoxBytes + (row_in_wave + 8 * h) * (kChunks * 16) +
-                                (((j % kChunks) ^ swz) * 16) + (lane % 4) * 4;
+                const int box = w * (BN / C::kStoreCols) + j / kChunks, row = row_in_wave + kRowStep * h;
+                const int swz = kChunks == 8 ? row & 7 : (row >> 1) & 3;
+                const int off = box * kBoxBytes + row * (kChunks * 16) + (((j % kChunks) ^ swz) * 16) + (lane % 4) * 4;
                 sts32(stage_base + off, pair(w, 4 * j + 2 * h));
               }
         }
@@ -1058,7 +1124,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           const int n = n0 + j * 8 + col_in_tile;
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int m = m_row + 64 * w + 8 * h;
+            const int m = m_row + 64 * w + kRowStep * h;
             if (m >= p.M || n >= p.N) continue;
             const int r = 4 * j + 2 * h;
             const float v0 = res[w][r ^ kSwap], v1 = res[w][(r + 1) ^ kSwap];

@@ -42,17 +42,26 @@ def wrapper(kind: str, n: int) -> str:
     return asm_wrapper(head, n, f"k{k}.{types}", f"%{regs}, %{regs + 1}", imms, inputs)
 
 
-def wrapper_reg_a(n: int) -> str:
-    """f16 with A from registers (four f16x2 per thread, the mma.m16n8k16 A layout per warp) and B from shared
-    memory: the strict kernel that widens e4m3 A in registers."""
+# A from registers (the mma.m16n8k16 / m16n8k32 A layout per warp: four 32-bit words per thread) and B from
+# shared memory: (wrapper struct, PTX shape suffix, trailing immediates: scale-a, scale-b [, trans-b]).
+REG_A_FORMS = {
+    # strict mode: e4m3 A widened to f16 in registers
+    "f16": ("WgmmaRegA", "k16.f32.f16.f16", "1, 1, 0"),
+    # fast mode on MN-major A: e4m3 bytes transposed into registers (fp8 forms take no transpose flag)
+    "e4m3": ("WgmmaRegA8", "k32.f32.e4m3.e4m3", "1, 1"),
+}
+
+
+def wrapper_reg_a(kind: str, n: int) -> str:
+    struct, shape, imms = REG_A_FORMS[kind]
     regs = n // 2
     head = (
-        f"template <> __device__ __forceinline__ void WgmmaRegA<{n}>::run(\n"
+        f"template <> __device__ __forceinline__ void {struct}<{n}>::run(\n"
         f"    float (&d)[{regs}], const uint32_t (&a)[4], uint64_t db, int accumulate)"
     )
     a = ", ".join(f"%{regs + i}" for i in range(4))
     inputs = [f'"r"(a[{i}])' for i in range(4)] + ['"l"(db)', '"r"(accumulate)']
-    return asm_wrapper(head, n, "k16.f32.f16.f16", f"{{{a}}}, %{regs + 4}", "1, 1, 0", inputs)
+    return asm_wrapper(head, n, shape, f"{{{a}}}, %{regs + 4}", imms, inputs)
 
 
 def main() -> None:
@@ -62,8 +71,9 @@ def main() -> None:
     for kind in FORMS:
         for n in NS:
             print(wrapper(kind, n))
-    for n in NS:
-        print(wrapper_reg_a(n))
+    for kind in REG_A_FORMS:
+        for n in NS:
+            print(wrapper_reg_a(kind, n))
 
 
 if __name__ == "__main__":

@@ -199,8 +199,9 @@ def test_strict_k_not_multiple_of_16(fp8_gemm_cuda, mn_major):
 
 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem; the cost model's other choice is the
-# transpose pass): every tile it compiles, split-K and the tail split, tails in M, N (multiples of 16: TMA row
-# pitches) and K.
+# transpose pass): every tile it compiles - two consumers with A read into registers and B transposed by the
+# converter warps, one consumer with both transposed -, split-K and the tail split, tails in M, N (multiples
+# of 16: TMA row pitches) and K.
 MN_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,64,t"]
 
 
