@@ -81,10 +81,11 @@ CASES = [
     ("bf16", "fp8-gemm-sweep-0be2a4c.json", 30, 1.010),
     ("bf16", "fp8-gemm-sweep-1032018.json", 30, 1.006),
     # Kernel-only, the pass's host cost left out (the model adds it, so it takes shared memory on a few shapes
-    # where the pass's kernels alone are faster, e.g. 6144x576x7168 the other way round), on an H100: the
-    # first sweep of the two-consumer tiles with A in registers (Elem::kE4M3TR), which the rescaled constants
-    # never saw. The earlier MN-major sweeps timed kE4M3T's two-consumer tiles, no longer built.
-    ("mn", "fp8-gemm-sweep-mn-h100-0501eb8.json", 30, 1.025),
+    # where the pass's kernels alone are faster), on an H100: the first sweep of the two-consumer tiles with A
+    # in registers (Elem::kE4M3TR); the constants were scaled by an A/B of those kernels, the 128x64 tile's
+    # raised after this sweep (gemm_cuda.cu). The earlier MN-major sweeps timed kE4M3T's two-consumer tiles,
+    # no longer built.
+    ("mn", "fp8-gemm-sweep-mn-h100-0501eb8.json", 30, 1.021),
 ]
 
 
@@ -105,8 +106,8 @@ def test_picks_stay_close_to_the_swept_best(mode, sweep, expected, bound):
 
 def test_mn_major_choice_is_the_faster_path_end_to_end():
     # The interleaved full-operator A/B of both MN-major paths (H100, 0501eb8): with kPassHostUs the model's
-    # path costs 1.0032x the faster one's time in geomean, as gemm_cuda.cu states; at most two shapes on the
-    # slower path, neither by more than 7 %.
+    # path costs 1.0021x the faster one's time in geomean, as gemm_cuda.cu states; one shape on the slower
+    # path, by less than 7 %.
     shapes = fit.parse_shapes(fit.DEFAULT_SHAPES["mn"])
     us = shapes_in_source("kFp8MNShapes")[1]
     transpose, host = transpose_in_source()
@@ -124,8 +125,8 @@ def test_mn_major_choice_is_the_faster_path_end_to_end():
         if taken > best:
             slower.append(f"{m}x{n}x{k} {taken / best:.3f}")
     geomean = math.exp(sum(map(math.log, losses)) / len(losses))
-    assert geomean <= 1.004, f"the model's MN-major path: {geomean:.4f}x the faster one's time"
-    assert len(slower) <= 2 and max(losses) <= 1.07, f"the model takes the slower MN-major path on {slower}"
+    assert geomean <= 1.003, f"the model's MN-major path: {geomean:.4f}x the faster one's time"
+    assert len(slower) <= 1 and max(losses) <= 1.07, f"the model takes the slower MN-major path on {slower}"
 
 
 def test_strict_swap_choice_is_the_faster_side():
