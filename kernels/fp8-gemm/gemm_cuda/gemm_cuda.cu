@@ -483,7 +483,7 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   // Converting kernels: a double-buffered wgmma ring and as deep an e4m3 ring as fits (a third wgmma stage
   // measured no faster for the transposing ones); others: one deep ring.
   int stages = 1, raw = 0;
-  if (Cfg::kRegA8) {  // A in the wgmma ring too: as deep a wgmma ring as fits beside two B stages, then B's
+  if (Cfg::kRegA8) {  // A in the wgmma ring: as deep a one as fits beside two B stages, then B's ring deeper
     stages = 2, raw = 2;
     while (stages < kMaxStages && Cfg::smem_bytes(stages + 1, raw) <= kMaxSmem) ++stages;
     while (raw < kMaxStages && Cfg::smem_bytes(stages, raw + 1) <= kMaxSmem) ++raw;

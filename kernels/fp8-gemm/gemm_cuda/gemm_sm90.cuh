@@ -230,6 +230,15 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, u
       : "memory");
 }
 
+// One operand's MN-major tile of 128-K block kb: kRows / kPiece boxes of kPiece bytes of M (or N) by 128 K rows
+// from row `row0`, laid one after another at `dst`.
+template <int kRows, int kPiece>
+__device__ __forceinline__ void tma_load_mn_pieces(uint8_t *dst, const CUtensorMap *map, uint64_t *bar, int row0,
+                                                   int kb) {
+#pragma unroll
+  for (int i = 0; i < kRows / kPiece; ++i) tma_load_2d(dst + i * kPiece * kQuant, map, bar, row0 + i * kPiece, kb * kQuant);
+}
+
 // Multicast: the same box lands at the same shared-memory offset, and completes on the same barrier, in every
 // CTA of `mask`.
 __device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar, int c0,
@@ -613,10 +622,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           const int s = pos.slot;
           mbar_wait(&empty[s], pos.phase ^ 1);
           mbar_expect_tx(&full[s], C::kDirectBytes);
-          uint8_t *a_dst = tiles + s * (C::kABytes + C::kBBytes);
-#pragma unroll
-          for (int i = 0; i < BM / C::kPieceA; ++i)
-            tma_load_2d(a_dst + i * C::kPieceA * kQuant, &map_a, &full[s], mb * BM + i * C::kPieceA, kb * kQuant);
+          tma_load_mn_pieces<BM, C::kPieceA>(tiles + s * (C::kABytes + C::kBBytes), &map_a, &full[s], mb * BM, kb);
           tma_load_2d(scales + s * C::kScaleRows, &map_as, &full[s], mb * BM, kb);
           pos.advance(S);
         }
@@ -632,15 +638,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             mbar_expect_tx(&raw_full[r], C::kStageBytes);
             uint8_t *dst = raw + r * C::kRawBytes;
             if constexpr (C::kTranspose) {  // MN-major boxes: (M or N, K) coordinates
-              if constexpr (!C::kRegA8)
-#pragma unroll
-                for (int i = 0; i < BM / C::kPieceA; ++i)
-                  tma_load_2d(dst + i * C::kPieceA * kQuant, &map_a, &raw_full[r], mb * BM + i * C::kPieceA,
-                              kb * kQuant);
-#pragma unroll
-              for (int i = 0; i < BN / C::kPieceB; ++i)
-                tma_load_2d(dst + (C::kRawA + i * C::kPieceB) * kQuant, &map_b, &raw_full[r],
-                            nb * BN + i * C::kPieceB, kb * kQuant);
+              if constexpr (!C::kRegA8) tma_load_mn_pieces<BM, C::kPieceA>(dst, &map_a, &raw_full[r], mb * BM, kb);
+              tma_load_mn_pieces<BN, C::kPieceB>(dst + C::kRawA * kQuant, &map_b, &raw_full[r], nb * BN, kb);
             } else {
               tma_load_2d(dst, &map_a, &raw_full[r], kb * kQuant, mb * BM);
               tma_load_2d(dst + BM * kRowBytes, &map_b, &raw_full[r], kb * kQuant, nb * BN);
