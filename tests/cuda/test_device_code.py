@@ -62,9 +62,9 @@ def test_every_sm90a_gemm_kernel_uses_the_tensor_cores(fp8_gemm_so):
     gemms = {name: body for name, body in functions.items() if "sm9011gemm_kernel" in name}
     assert len(gemms) >= 20, f"expected the sm_90a GEMM instantiations, found {sorted(gemms)}"
     for name, body in gemms.items():
-        # Elem 0/1/6 (e4m3, fast) run QGMMA; 2-5 (bf16/f16, strict) HGMMA.
+        # Elem 0/1/6/7 (e4m3, fast) run QGMMA; 2-5 (bf16/f16, strict) HGMMA.
         elem = int(re.search(r"ElemE(\d)", name).group(1))
-        opcode = "QGMMA" if elem in (0, 1, 6) else "HGMMA"
+        opcode = "QGMMA" if elem in (0, 1, 6, 7) else "HGMMA"
         assert opcode in body, f"{name}: no {opcode} in its SASS"
 
 

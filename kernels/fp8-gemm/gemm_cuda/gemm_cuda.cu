@@ -110,9 +110,13 @@ constexpr SplitCost kFp8Split{5.6, 3.0e6}, kBf16Split{4.1, 3.0e6};
 // the unscaled constants: 1.0047, two shapes).
 constexpr Shape kFp8MNShapes[] = {{2, 1, 128, 1, 0, 0.81}, {2, 1, 64, 1, 0, 0.52}, {1, 1, 128, 1, 0, 0.61}};
 constexpr double kPassHostUs = 6.0;
-double transpose_pass_us(int64_t M, int64_t N, int64_t K) {
-  return 2.0 * double(M + N) * K / 5.0e6 + 2.1 + kPassHostUs;
-}
+// A transpose (or copy) pass over `rows` x K e4m3 bytes (the operands that need one, in one launch).
+double transpose_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / 5.0e6 + 2.1 + kPassHostUs; }
+// MN-major A read into the consumers' registers as it lies, B K-major from a pass that also permutes its K
+// (Elem::kE4M3AR, FP8GEMM_MN=pass-b): only B crosses DRAM twice, and no converter shares the SM's shared
+// memory. The K-major tiles' constants until a sweep of these kernels fits their own.
+constexpr Shape kFp8ARShapes[] = {{2, 1, 192, 1, 0, 1.15}, {2, 1, 128, 1, 0, 0.84}, {2, 1, 64, 1, 0, 0.35},
+                                  {2, 1, 96, 1, 0, 0.60}};
 // Guessed from the fp8 rows (the f16 path is opt-in: FP8GEMM_STRICT_F16=1, below).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 // Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649), fitted with
@@ -382,6 +386,7 @@ void with_mode(Mode m, F &&f) {
     case Mode::kToBf16Fn: f(std::integral_constant<Mode, Mode::kToBf16Fn>{}); break;
     case Mode::kToBf16Fnuz: f(std::integral_constant<Mode, Mode::kToBf16Fnuz>{}); break;
     case Mode::kToF16Perm: f(std::integral_constant<Mode, Mode::kToF16Perm>{}); break;
+    case Mode::kCopyPerm16: f(std::integral_constant<Mode, Mode::kCopyPerm16>{}); break;
   }
 }
 
@@ -453,6 +458,13 @@ std::pair<Operand, Operand> prepare(const at::Tensor &a, const at::Tensor &b, Mo
   return {plans[0].op, plans[1].op};
 }
 
+// A K-major view of one operand alone (the other read as it lies).
+Operand prepare_one(const at::Tensor &t, Mode mode, cudaStream_t stream) {
+  Plan plans[2] = {plan(t, mode), {}};
+  run_plans(plans, {mode, Mode::kCopy}, stream);
+  return plans[0].op;
+}
+
 // a_scale as TMA reads it: MN-major [KB][ld], ld a multiple of 4 floats. The challenge layout already is.
 Operand prepare_a_scale(const at::Tensor &s, int64_t M, int64_t KB) {
   if (s.stride(0) == 1 && (KB == 1 || s.stride(1) % 4 == 0) && aligned(s.data_ptr(), 16)) {
@@ -483,7 +495,7 @@ void launch_sm90(const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap
   // Converting kernels: a double-buffered wgmma ring and as deep an e4m3 ring as fits (a third wgmma stage
   // measured no faster for the transposing ones); others: one deep ring.
   int stages = 1, raw = 0;
-  if (Cfg::kRegA8) {  // A in the wgmma ring: as deep a one as fits beside two B stages, then B's ring deeper
+  if (Cfg::kSplitProducer) {  // A in the wgmma ring: as deep a one as fits beside two B stages, then B's ring deeper
     stages = 2, raw = 2;
     while (stages < kMaxStages && Cfg::smem_bytes(stages + 1, raw) <= kMaxSmem) ++stages;
     while (raw < kMaxStages && Cfg::smem_bytes(stages, raw + 1) <= kMaxSmem) ++raw;
@@ -580,20 +592,30 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                 " must be \"0\" or \"1\", got \"", *value, "\"");
   const bool f16 = strict && !fnuz && sw.strict_f16 == "1";
   const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
-  // Fast mode on MN-major e4m3fn operands (the challenge layout) either transposes them in shared memory
-  // (kE4M3T) or runs a transpose pass and the K-major kernel, whichever the cost model prefers;
-  // FP8GEMM_MN=smem or pass forces one (benchmarks, tests).
+  // Fast mode on an MN-major e4m3fn a (the challenge layout has b MN-major too): transposed in shared memory
+  // with b (kE4M3TR / kE4M3T), or read into registers as it lies with b through a pass (kE4M3AR, K % 16 == 0),
+  // or a transpose pass for both and the K-major kernel, whichever the cost model prefers; FP8GEMM_MN=smem,
+  // pass-b or pass forces one where it applies (benchmarks, tests).
   const std::string &mn = sw.mn;
-  TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass", "gemm: FP8GEMM_MN must be \"smem\" or \"pass\", got \"",
-              mn, "\"");
+  TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass" || mn == "pass-b",
+              "gemm: FP8GEMM_MN must be \"smem\", \"pass-b\" or \"pass\", got \"", mn, "\"");
   Choice ch{};
-  bool in_smem = false, swap = false;
+  bool in_smem = false, a_regs = false, swap = false;
   if (!strict) {
     ch = choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1);
-    if (!fnuz && mn != "pass" && mn_major_tma(a) && mn_major_tma(b)) {
-      const Choice t = choose(kFp8MNShapes, kFp8Split, M, N, K, sms, 1);
-      in_smem = mn == "smem" || t.cost < ch.cost + transpose_pass_us(M, N, K);
-      if (in_smem) ch = t;
+    if (!fnuz && mn != "pass" && mn_major_tma(a)) {
+      // The K-major kernel's route passes every operand it cannot read in place.
+      double best = ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
+      if (mn != "pass-b" && mn_major_tma(b)) {
+        const Choice t = choose(kFp8MNShapes, kFp8Split, M, N, K, sms, 1);
+        in_smem = mn == "smem" || t.cost < best;
+        if (in_smem) ch = t, best = t.cost;
+      }
+      if (mn == "pass-b" && K % 16 == 0) {  // opt-in until its constants are fitted
+        const Choice r = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
+        a_regs = mn == "pass-b" || r.cost + transpose_pass_us(N, K) < best;
+        if (a_regs) ch = r;
+      }
     }
   } else {
     ch = f16     ? choose(kF16Shapes, kBf16Split, M, N, K, sms, 1)
@@ -614,6 +636,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     }
   }
   const bool forced = config_override(ch, sw.config);
+  if (forced && a_regs && !has_tile(kFp8ARShapes, ch)) {
+    TORCH_CHECK(mn != "pass-b", "gemm: FP8GEMM_MN=pass-b has no kernel for nc=", ch.nc, ", bn=", ch.bn,
+                ", waves=", ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
+    a_regs = false;
+  }
   if (forced && in_smem && !has_tile(kFp8MNShapes, ch)) {
     TORCH_CHECK(mn != "smem", "gemm: FP8GEMM_MN=smem has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
                 ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
@@ -628,6 +655,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // operands transposed by the converters on the challenge shapes); the lone consumer keeps kE4M3T, whose
   // double-buffered accumulator A in registers cannot have (1.04x; logs/fp8-gemm-ab-mn-regs-h100.log).
   const Elem elem = in_smem  ? (ch.nc == 1 ? Elem::kE4M3T : Elem::kE4M3TR)
+                    : a_regs  ? Elem::kE4M3AR
                     : !strict ? Elem::kE4M3
                     : f16     ? Elem::kF16
                     : swap    ? Elem::kF16AS
@@ -637,7 +665,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                     : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
-  const Mode mode_b = reg_a ? Mode::kToF16Perm : mode;
+  const Mode mode_b = reg_a ? Mode::kToF16Perm : a_regs ? Mode::kCopyPerm16 : mode;
   // The three-consumer f16 tile accumulates at most kUnitsMaxBlocks blocks per split (its precision bound),
   // forced configurations too.
   if (elem == Elem::kF16A && ch.nc >= 3 && ch.splits * kUnitsMaxBlocks < KB)
@@ -645,10 +673,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // The kernel's operands: a and b, or swapped b and a (Mk x Nk = N x M: it computes C^T).
   const at::Tensor &ka = swap ? b : a, &kb = swap ? a : b;
   const int64_t Mk = swap ? N : M, Nk = swap ? M : N;
-  // In shared memory: the kernel reads the operands as they lie (MN-major rows of M or N).
-  const auto [A, B] = in_smem ? std::pair<Operand, Operand>{{at::Tensor(), a.data_ptr(), a.stride(1)},
-                                                            {at::Tensor(), b.data_ptr(), b.stride(1)}}
-                              : prepare(ka, kb, mode, mode_b, stream);
+  // In shared memory: the kernel reads the operands as they lie (MN-major rows of M or N); a_regs: a so.
+  const Operand a_as_is{at::Tensor(), a.data_ptr(), a.stride(1)};
+  const auto [A, B] = in_smem  ? std::pair<Operand, Operand>{a_as_is, {at::Tensor(), b.data_ptr(), b.stride(1)}}
+                      : a_regs ? std::pair<Operand, Operand>{a_as_is, prepare_one(b, mode_b, stream)}
+                               : prepare(ka, kb, mode, mode_b, stream);
   const Operand AS = prepare_a_scale(a_scale, M, KB);
   TORCH_CHECK(!strict || ch.cluster == 1, "gemm: strict mode has no 2-CTA cluster kernels (FP8GEMM_CONFIG)");
   const int BM = 64 * ch.nc * ch.waves;
@@ -663,7 +692,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                     piece == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   };
   // K-major operands: boxes of one 128-byte swizzle row of K by the tile's rows.
-  const CUtensorMap ma = in_smem ? mn_map(A, M, BM)
+  const CUtensorMap ma = in_smem || a_regs ? mn_map(A, M, BM)
                                  : make_map(A.ptr, sa.map_type, sa.bytes, K, Mk, A.ld, 128 / sa.bytes, a_rows,
                                             CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap mb = in_smem ? mn_map(B, N, ch.bn)
@@ -705,6 +734,11 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   } else if (elem == Elem::kE4M3TR) {
     FP8GEMM_CASE(Elem::kE4M3TR, 2, 128, 1)
     FP8GEMM_CASE(Elem::kE4M3TR, 2, 64, 1)
+  } else if (elem == Elem::kE4M3AR) {
+    FP8GEMM_CASE(Elem::kE4M3AR, 2, 192, 1)
+    FP8GEMM_CASE(Elem::kE4M3AR, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kE4M3AR, 2, 96, 1)
+    FP8GEMM_CASE(Elem::kE4M3AR, 2, 64, 1)
   } else if (elem == Elem::kF16) {
     FP8GEMM_CASE(Elem::kF16, 2, 128, 1)
     FP8GEMM_CASE(Elem::kF16, 2, 64, 1)

@@ -1,7 +1,8 @@
 // Operand preparation for the sm_90a kernel, which reads K-major rows through TMA: MN-major inputs are
 // transposed (shared-memory tiles, 16-byte accesses where alignment allows), fnuz bits are remapped onto fn,
 // and strict mode widens e4m3 to bf16 (exact: every e4m3/e4m3fnuz value is a bf16 value) or, for the kernel that
-// widens A in registers, B to f16 with K permuted inside every 16 (kToF16Perm, below).
+// widens A in registers, B to f16 with K permuted inside every 16 (kToF16Perm, below), or, for the kernel that
+// reads MN-major A into registers as e4m3, B as e4m3 with K permuted to match (kCopyPerm16).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,7 +13,7 @@
 
 namespace fp8gemm::prep {
 
-enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz, kToF16Perm };
+enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz, kToF16Perm, kCopyPerm16 };
 
 // kToF16Perm (e4m3fn -> f16, exact): within every 16 K the byte pairs (K 2i, 2i + 1) are stored in the order
 // 0, 2, 4, 6, 1, 3, 5, 7 -- the K order in which the sm_90a kernel's ldmatrix-loaded A fragments hold them
@@ -23,6 +24,14 @@ constexpr bool kPermuted = kMode == Mode::kToF16Perm;
 __device__ __forceinline__ void permuted_half(const uint32_t (&g)[4], int odd, uint32_t (&w)[2]) {
   const uint32_t sel = odd ? 0x7632 : 0x5410;
   w[0] = __byte_perm(g[0], g[1], sel), w[1] = __byte_perm(g[2], g[3], sel);
+}
+
+// kCopyPerm16 (e4m3 bits unchanged): within every 16 K, byte 4c + q holds K 2c + q % 2 + 8 (q / 2) -- the K
+// order of the A fragments the sm_90a kernel reads from MN-major rows with ldmatrix.trans (sm90 lds_a_mn_e4m3).
+// g: the group's K 0-3, 4-7, 8-11, 12-15. Callers give it K % 16 == 0.
+__device__ __forceinline__ void perm16_e4m3(const uint32_t (&g)[4], uint32_t *o) {
+  o[0] = __byte_perm(g[0], g[2], 0x5410), o[1] = __byte_perm(g[0], g[2], 0x7632);
+  o[2] = __byte_perm(g[1], g[3], 0x5410), o[3] = __byte_perm(g[1], g[3], 0x7632);
 }
 
 // The e4m3 pair in bytes 2h, 2h + 1 of w as f16x2 (exact; the lower byte in the lower half): one cvt for two.
@@ -67,7 +76,7 @@ struct Out<Mode::kToF16Perm> {
 
 template <Mode kMode>
 __device__ __forceinline__ typename Out<kMode>::T convert(uint8_t b) {
-  if constexpr (kMode == Mode::kCopy) return b;
+  if constexpr (kMode == Mode::kCopy || kMode == Mode::kCopyPerm16) return b;
   else if constexpr (kMode == Mode::kFnuzToFn) return fnuz_to_fn_bits(b);
   else if constexpr (kMode == Mode::kToF16Perm) return __half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3));
   else return widen(b, kMode == Mode::kToBf16Fnuz);
@@ -89,7 +98,7 @@ __device__ __forceinline__ uint16_t bits16(__half v) { return __half_as_ushort(v
 // The 4 bytes of w (lowest first), converted and packed into sizeof(T) words.
 template <Mode kMode>
 __device__ __forceinline__ void convert4(uint32_t w, uint32_t *o) {
-  if constexpr (kMode == Mode::kCopy) {
+  if constexpr (kMode == Mode::kCopy || kMode == Mode::kCopyPerm16) {
     o[0] = w;
   } else if constexpr (sizeof(typename Out<kMode>::T) == 1) {
     o[0] = 0;
@@ -207,6 +216,10 @@ __device__ __forceinline__ void transpose_tile(const TransposeJob &job, int K, u
       uint32_t g[4];  // the 16-K group (a whole 16-byte chunk: the swizzle moves chunks)
       load_words<4>(&tile[rl][kl / 16 * 4 ^ swizzle(rl)], g);
       permuted_half(g, kl / 8 % 2, w[i]);
+    } else if constexpr (kMode == Mode::kCopyPerm16) {  // kVec = 16: the chunk is one 16-K group
+      uint32_t g[4];
+      load_words<4>(&tile[rl][kl / 4 ^ swizzle(rl)], g);
+      perm16_e4m3(g, w[i]);
     } else {
       load_words<kVec / 4>(&tile[rl][kl / 4 ^ swizzle(rl)], w[i]);
     }
@@ -254,8 +267,12 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int c = 0; c < kVec / 4; ++c) w[c] = load4(s + 4 * c, K - k - 4 * c, vec);
     }
+    if constexpr (kMode == Mode::kCopyPerm16) {
+      perm16_e4m3(w, o);
+    } else {
 #pragma unroll
-    for (int c = 0; c < kVec / 4; ++c) convert4<kMode>(w[c], o + c * sizeof(T));
+      for (int c = 0; c < kVec / 4; ++c) convert4<kMode>(w[c], o + c * sizeof(T));
+    }
     store16(reinterpret_cast<uint8_t *>(dst + r * ldo + k), o, (K - k) * int(sizeof(T)));
   }
 }

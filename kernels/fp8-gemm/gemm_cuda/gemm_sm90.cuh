@@ -46,7 +46,10 @@ namespace fp8gemm::sm90 {
 // stores the tile transposed. kE4M3TR: fast mode on MN-major operands with only B transposed by the converters;
 // A's MN-major pieces land in the wgmma stage as TMA delivers them and each consumer warp reads its fragments
 // into registers (ldmatrix.trans), for wgmma with A from registers: half the converters' shared-memory traffic.
-enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS, kE4M3TR };
+// kE4M3AR: A read the same way (MN-major, into registers), B K-major straight from TMA as in kE4M3, no
+// converters: B comes from a pass that transposes (or copies) it with K permuted inside every 16 to the order
+// the A fragments hold (prep Mode::kCopyPerm16), so only B crosses DRAM twice.
+enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS, kE4M3TR, kE4M3AR };
 
 template <Elem E, int N>
 struct Wgmma {
@@ -117,6 +120,8 @@ template <>
 struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
 template <>
 struct ElemInfo<Elem::kE4M3TR> : ElemInfo<Elem::kE4M3> {};
+template <>
+struct ElemInfo<Elem::kE4M3AR> : ElemInfo<Elem::kE4M3> {};
 
 // Width in bytes of M or N of the MN-major boxes a transposing tile loads (its A or B pieces; the host's tensor
 // maps use the same rule).
@@ -138,19 +143,24 @@ struct Config {
   static constexpr int kScaleRows = kSwapped ? BN : BM;  // the per-row (swapped: per-column) scales staged
   static constexpr int kScaleBytes = kScaleRows * 4;
   static constexpr bool kTranspose = E == Elem::kE4M3T || E == Elem::kE4M3TR;
-  static constexpr bool kRegA8 = E == Elem::kE4M3TR;  // A: MN-major pieces in the wgmma stage, read to registers
+  // A: MN-major pieces in the wgmma stage, read to registers
+  static constexpr bool kRegA8 = E == Elem::kE4M3TR || E == Elem::kE4M3AR;
   static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
-  static constexpr Elem kMma = kTranspose ? Elem::kE4M3 : kRegA ? Elem::kF16 : E;  // the wgmma input type
+  // kE4M3TR: a second producer thread loads A straight into the wgmma ring while the converters fill B's.
+  static constexpr bool kSplitProducer = kRegA8 && kConvert;
+  static constexpr Elem kMma = kTranspose || kRegA8 ? Elem::kE4M3 : kRegA ? Elem::kF16 : E;  // the wgmma input type
   // One e4m3 stage as TMA delivers it: A (but for kRegA8) then B, K-major rows (kF16) or, transposing, MN-major
   // column pieces of kPiece{A,B} bytes x 128 K rows; then, at kRawScales, A's scales, which the converters copy
   // into the wgmma stage (kRegA8: TMA loads A and its scales straight into the wgmma stage, kDirectBytes).
   static constexpr int kRawA = kRegA8 ? 0 : BM;
   static constexpr int kRawScales = (kRawA + BN) * kRowBytes;
-  static constexpr int kDirectBytes = kRegA8 ? kABytes + kScaleBytes : 0;
+  static constexpr int kDirectBytes = kSplitProducer ? kABytes + kScaleBytes : 0;
   static constexpr int kPieceA = mn_piece(BM), kPieceB = mn_piece(BN);
   static_assert(!kTranspose || ((kPieceA == 64 || kPieceA == 128) && (kPieceB == 64 || kPieceB == 128) &&
                                 BM % kPieceA == 0 && BN % kPieceB == 0),
                 "transposing tiles are made of 64- or 128-byte wide pieces");
+  static_assert(!kRegA8 || ((kPieceA == 64 || kPieceA == 128) && BM % kPieceA == 0),
+                "A in registers is read from 64- or 128-byte wide pieces");
   // Bytes the producer's TMA delivers per stage (to the e4m3 ring when converting).
   static constexpr int kStageBytes =
       kConvert ? kRawScales + (kRegA8 ? 0 : kScaleBytes) : kABytes + kBBytes + kScaleBytes;
@@ -588,8 +598,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   const int first_unit = blockIdx.x / p.cluster, unit_stride = gridDim.x / p.cluster;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      // converting: one arrival per converter warp (kRegA8: and the producer's, with A's bytes)
-      mbar_init(&full[s], C::kConvert ? C::kConverterWarps + C::kRegA8 : 1);
+      // converting: one arrival per converter warp (kE4M3TR: and the producer's, with A's bytes)
+      mbar_init(&full[s], C::kConvert ? C::kConverterWarps + C::kSplitProducer : 1);
       mbar_init(&empty[s], p.cluster * NC * 4);  // lane 0 of every consumer warp of every CTA in the cluster
     }
     for (int r = 0; r < R; ++r) {
@@ -612,8 +622,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   if (wg == 0) {
     // Producer: one thread walks the same unit sequence as the consumers and keeps the ring full.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(C::kProducerRegs));
-    if (C::kRegA8 && tid == 1) {
-      // kRegA8: a second thread keeps the wgmma ring's A pieces and scales coming, so that B's e4m3 ring
+    if (C::kSplitProducer && tid == 1) {
+      // kE4M3TR: a second thread keeps the wgmma ring's A pieces and scales coming, so that B's e4m3 ring
       // (thread 0) runs its own depth ahead of it.
       RingPos pos;
       for (int unit = first_unit; unit < total_units; unit += unit_stride) {
@@ -666,7 +676,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
                 tma_load_2d(dst, map, &full[s], k_elem, row0);
               }
             };
-            if (sub < C::kSubA) load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
+            if constexpr (C::kRegA8)  // kE4M3AR: A's MN-major pieces as they lie (no cluster kernels)
+              tma_load_mn_pieces<BM, C::kPieceA>(a_dst, &map_a, &full[s], mb * BM, kb);
+            else if (sub < C::kSubA)
+              load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
             load(b_dst + sub * BN * kRowBytes, &map_b, BN, nb * BN, p.cluster > 1 && !p.cluster_n);
           }
           tma_load_2d(scales + s * C::kScaleRows, &map_as, &full[s], C::kSwapped ? nb * BN : mb * BM, kb);
@@ -698,7 +711,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
               if (store) sts32(scales_u32 + (s * C::kScaleRows + i) * 4, sa[j]);
             }
           };
-          if constexpr (C::kRegA8) {
+          if constexpr (C::kSplitProducer) {  // kE4M3TR: B alone
             transpose_operand<BN, C::kPieceB>(src, dst + C::kABytes, cw, C::kConverterWarps, lane);
           } else if constexpr (C::kTranspose) {
             scales(true, false);

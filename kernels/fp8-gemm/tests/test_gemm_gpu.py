@@ -220,23 +220,53 @@ def test_mn_major_in_shared_memory_matches_the_pass(fp8_gemm_cuda, env, config):
     env.setenv("FP8GEMM_CONFIG", config)
     a, b, a_s, b_s = make_inputs(2048, 4096, 2048, mn_major=True, seed=13, device="cuda")
     outs = {}
-    for how in ("smem", "pass"):
+    for how in ("smem", "pass-b", "pass"):
         env.setenv("FP8GEMM_MN", how)
         outs[how] = fp8_gemm_cuda.gemm(a, b, a_s, b_s)
-    assert rel_err(outs["smem"], outs["pass"].double()) < 1e-3
-    assert rel_err(outs["smem"], reference(a, b, a_s, b_s)) < 2e-3
+    for how in ("smem", "pass-b"):
+        assert rel_err(outs[how], outs["pass"].double()) < 1e-3, how
+        assert rel_err(outs[how], reference(a, b, a_s, b_s)) < 2e-3, how
+
+
+# MN-major a read into registers as it lies, b through a pass that permutes its K (FP8GEMM_MN=pass-b):
+# every tile it compiles (bn 96 and 192 cross into the next b_scale block), split-K and the tail split, tails
+# in M, N and K (a multiple of 16); b MN-major (transposed by the pass) or K-major (copied by it).
+AR_CONFIGS = ["2,192,1", "2,128,1", "2,96,1", "2,64,1", "2,128,3", "2,96,2", "2,64,t"]
+
+
+@pytest.mark.parametrize("b_layout", ["b-mn-major", "b-k-major"])
+@pytest.mark.parametrize("config", AR_CONFIGS)
+@pytest.mark.parametrize("m,n,k", [(64, 64, 128), (96, 576, 256), (272, 1008, 2320), (1024, 576, 7168)])
+def test_mn_major_a_in_registers(fp8_gemm_cuda, env, config, m, n, k, b_layout):
+    env.setenv("FP8GEMM_MN", "pass-b")
+    env.setenv("FP8GEMM_CONFIG", config)
+    a, b, a_s, b_s = make_inputs(m, n, k, mn_major=True, seed=m + k, device="cuda")
+    if b_layout == "b-k-major":
+        b = b.contiguous()
+    ref = reference(a, b, a_s, b_s)
+    out = fp8_gemm_cuda.gemm(a, b, a_s, b_s, out=poisoned(m, n, "cuda"))
+    torch.cuda.synchronize()
+    assert not out.isnan().any(), "some output element was not written"
+    assert rel_err(out, ref) < 2e-3
+
+
+def test_mn_major_a_in_registers_needs_k_multiple_of_16(fp8_gemm_cuda, env):
+    # B's K permutation works in groups of 16: other K take the transpose pass, correct all the same.
+    env.setenv("FP8GEMM_MN", "pass-b")
+    check(fp8_gemm_cuda, 208, 384, 1000, True, "fast", seed=5)
 
 
 def test_mn_switch_is_checked(fp8_gemm_cuda, env):
     a, b, a_s, b_s = make_inputs(256, 512, 512, mn_major=True, device="cuda")
     env.setenv("FP8GEMM_MN", "fused")
-    with pytest.raises(RuntimeError, match='FP8GEMM_MN must be "smem" or "pass", got "fused"'):
+    with pytest.raises(RuntimeError, match='FP8GEMM_MN must be "smem", "pass-b" or "pass", got "fused"'):
         fp8_gemm_cuda.gemm(a, b, a_s, b_s)
-    env.setenv("FP8GEMM_MN", "smem")
     env.setenv("FP8GEMM_CONFIG", "2,128,1,n2")
-    expected = "FP8GEMM_MN=smem has no kernel for nc=2, bn=128, waves=1, cluster=2"
-    with pytest.raises(RuntimeError, match=expected):
-        fp8_gemm_cuda.gemm(a, b, a_s, b_s)
+    for how in ("smem", "pass-b"):
+        env.setenv("FP8GEMM_MN", how)
+        expected = f"FP8GEMM_MN={how} has no kernel for nc=2, bn=128, waves=1, cluster=2"
+        with pytest.raises(RuntimeError, match=expected):
+            fp8_gemm_cuda.gemm(a, b, a_s, b_s)
     env.setenv("FP8GEMM_MN", "")  # unforced, a cluster tile takes the transpose pass
     check(fp8_gemm_cuda, 256, 512, 512, True, "fast")
 
