@@ -220,10 +220,11 @@ def test_mn_major_in_shared_memory_matches_the_pass(fp8_gemm_cuda, env, config):
     env.setenv("FP8GEMM_CONFIG", config)
     a, b, a_s, b_s = make_inputs(2048, 4096, 2048, mn_major=True, seed=13, device="cuda")
     outs = {}
-    for how in ("smem", "pass-b", "pass"):
+    paths = ("smem", "pass-b") if config.startswith("2,") else ("smem",)  # pass-b: two-consumer tiles only
+    for how in (*paths, "pass"):
         env.setenv("FP8GEMM_MN", how)
         outs[how] = fp8_gemm_cuda.gemm(a, b, a_s, b_s)
-    for how in ("smem", "pass-b"):
+    for how in paths:
         assert rel_err(outs[how], outs["pass"].double()) < 1e-3, how
         assert rel_err(outs[how], reference(a, b, a_s, b_s)) < 2e-3, how
 
