@@ -113,8 +113,12 @@ constexpr double kPassHostUs = 6.0;
 // A transpose (or copy) pass over `rows` x K e4m3 bytes (the operands that need one, in one launch).
 double transpose_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / 5.0e6 + 2.1 + kPassHostUs; }
 // MN-major A read into the consumers' registers as it lies, B K-major from a pass that also permutes its K
-// (Elem::kE4M3AR, FP8GEMM_MN=pass-b): only B crosses DRAM twice, and no converter shares the SM's shared
-// memory. The K-major tiles' constants until a sweep of these kernels fits their own.
+// (Elem::kE4M3AR, FP8GEMM_MN=pass-b, opt-in): only B crosses DRAM twice, and no converter shares the SM's
+// shared memory. Priced with the K-major tiles' constants, its picks ran at about their predicted time on the
+// H200 (77.4 / 170.6 / 528 us against 80.4 / 180.9 / 543 on 6144 x {576, 1536, 4608} x 7168), but without
+// the K-major route's 256x128 and cluster tiles they are 1.4-1.6x its kernel's time there; end to end it was
+// the fastest path only on 1024x1536x7168, 1024x3072x1536 and 6144x512x7168, by 3-8 %
+// (logs/fp8-gemm-{kernels-mn-ar,fullop-mn-ab3}-h200-4ba4ffc.log). A 256x128 kE4M3AR tile spills 32 bytes.
 constexpr Shape kFp8ARShapes[] = {{2, 1, 192, 1, 0, 1.15}, {2, 1, 128, 1, 0, 0.84}, {2, 1, 64, 1, 0, 0.35},
                                   {2, 1, 96, 1, 0, 0.60}};
 // Guessed from the fp8 rows (the f16 path is opt-in: FP8GEMM_STRICT_F16=1, below).
@@ -605,16 +609,15 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     ch = choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1);
     if (!fnuz && mn != "pass" && mn_major_tma(a)) {
       // The K-major kernel's route passes every operand it cannot read in place.
-      double best = ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
+      const double best = ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
       if (mn != "pass-b" && mn_major_tma(b)) {
         const Choice t = choose(kFp8MNShapes, kFp8Split, M, N, K, sms, 1);
         in_smem = mn == "smem" || t.cost < best;
-        if (in_smem) ch = t, best = t.cost;
+        if (in_smem) ch = t;
       }
-      if (mn == "pass-b" && K % 16 == 0) {  // opt-in until its constants are fitted
-        const Choice r = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
-        a_regs = mn == "pass-b" || r.cost + transpose_pass_us(N, K) < best;
-        if (a_regs) ch = r;
+      if (mn == "pass-b" && K % 16 == 0) {  // opt-in: rarely the faster path (kFp8ARShapes)
+        ch = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
+        a_regs = true;
       }
     }
   } else {

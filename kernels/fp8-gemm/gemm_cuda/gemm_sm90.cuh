@@ -822,7 +822,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           }
           // A's scales are read right after the full barrier, long before the stage is released: read after the
           // wgmma wait, they were seen overwritten by the stage's next TMA on large grids
-          // (bench/results/fp8-gemm-h200.md).
+          // (bench/results/fp8-gemm-h200-8f743ec.md).
           float sa[W][2];
           const uint32_t sa_base = scales_u32 + (s * C::kScaleRows + first_row + row_in_wave) * 4;
 #pragma unroll
