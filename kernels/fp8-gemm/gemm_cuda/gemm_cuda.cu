@@ -639,16 +639,16 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     }
   }
   const bool forced = config_override(ch, sw.config);
-  if (forced && a_regs && !has_tile(kFp8ARShapes, ch)) {
-    TORCH_CHECK(mn != "pass-b", "gemm: FP8GEMM_MN=pass-b has no kernel for nc=", ch.nc, ", bn=", ch.bn,
-                ", waves=", ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
-    a_regs = false;
-  }
-  if (forced && in_smem && !has_tile(kFp8MNShapes, ch)) {
-    TORCH_CHECK(mn != "smem", "gemm: FP8GEMM_MN=smem has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
+  // A forced tile that an MN-major path (FP8GEMM_MN=`how`) does not compile: an error if that path was forced
+  // too, else the transpose pass.
+  auto drop_if_untiled = [&](bool &path, bool compiled, const char *how) {
+    if (!forced || !path || compiled) return;
+    TORCH_CHECK(mn != how, "gemm: FP8GEMM_MN=", how, " has no kernel for nc=", ch.nc, ", bn=", ch.bn, ", waves=",
                 ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
-    in_smem = false;  // a forced tile the shared-memory transpose does not compile: transpose pass
-  }
+    path = false;
+  };
+  drop_if_untiled(a_regs, has_tile(kFp8ARShapes, ch), "pass-b");
+  drop_if_untiled(in_smem, has_tile(kFp8MNShapes, ch), "smem");
   if (forced && swap && !has_tile(kF16ASwapShapes, ch)) {
     TORCH_CHECK(sw.strict_swap != "1", "gemm: FP8GEMM_STRICT_SWAP=1 has no kernel for nc=", ch.nc, ", bn=", ch.bn,
                 ", waves=", ch.waves, " (FP8GEMM_CONFIG)");

@@ -156,11 +156,11 @@ struct Config {
   static constexpr int kRawScales = (kRawA + BN) * kRowBytes;
   static constexpr int kDirectBytes = kSplitProducer ? kABytes + kScaleBytes : 0;
   static constexpr int kPieceA = mn_piece(BM), kPieceB = mn_piece(BN);
-  static_assert(!kTranspose || ((kPieceA == 64 || kPieceA == 128) && (kPieceB == 64 || kPieceB == 128) &&
-                                BM % kPieceA == 0 && BN % kPieceB == 0),
-                "transposing tiles are made of 64- or 128-byte wide pieces");
-  static_assert(!kRegA8 || ((kPieceA == 64 || kPieceA == 128) && BM % kPieceA == 0),
-                "A in registers is read from 64- or 128-byte wide pieces");
+  // MN-major operands (A transposed or read into registers, B transposed) come as 64- or 128-byte wide pieces.
+  static_assert(!(kTranspose || kRegA8) || ((kPieceA == 64 || kPieceA == 128) && BM % kPieceA == 0),
+                "MN-major A is read as 64- or 128-byte wide pieces");
+  static_assert(!kTranspose || ((kPieceB == 64 || kPieceB == 128) && BN % kPieceB == 0),
+                "transposed B is read as 64- or 128-byte wide pieces");
   // Bytes the producer's TMA delivers per stage (to the e4m3 ring when converting).
   static constexpr int kStageBytes =
       kConvert ? kRawScales + (kRegA8 ? 0 : kScaleBytes) : kABytes + kBBytes + kScaleBytes;
