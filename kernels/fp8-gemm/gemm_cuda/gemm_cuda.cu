@@ -608,16 +608,16 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   if (!strict) {
     ch = choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1);
     if (!fnuz && mn != "pass" && mn_major_tma(a)) {
-      // The K-major kernel's route passes every operand it cannot read in place.
-      const double best = ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
-      if (mn != "pass-b" && mn_major_tma(b)) {
+      if (mn == "pass-b") {  // opt-in: rarely the faster path (kFp8ARShapes); other K take the transpose pass
+        if (K % 16 == 0) {
+          ch = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
+          a_regs = true;
+        }
+      } else if (mn_major_tma(b)) {
+        // Against the K-major kernel's route, which passes every operand it cannot read in place.
         const Choice t = choose(kFp8MNShapes, kFp8Split, M, N, K, sms, 1);
-        in_smem = mn == "smem" || t.cost < best;
+        in_smem = mn == "smem" || t.cost < ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
         if (in_smem) ch = t;
-      }
-      if (mn == "pass-b" && K % 16 == 0) {  // opt-in: rarely the faster path (kFp8ARShapes)
-        ch = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
-        a_regs = true;
       }
     }
   } else {
