@@ -1,7 +1,7 @@
 """Benchmarks kernels/fp8-gemm on a CUDA GPU against torch._scaled_mm blockwise (cuBLASLt), in the same run.
 
     python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR]
-                             [--sweep [mn|fast|strict]]
+                             [--sweep [mn|fast|strict|mn-paths]]
 
 Per shape (18 challenge + 12 DeepSeek-V3): fresh randn inputs, a float64 reference, the output poisoned with
 NaN before each checked call; then
@@ -15,7 +15,8 @@ wrong when K/128 is not a multiple of 4). --sweep also times every compiled tile
 transpose pass, for tuning the heuristic (bench/fp8_gemm_fit.py); --sweep mn only the last. Writes
 fp8-gemm-h200.json and fp8-gemm-h200.md. --sweep fast (strict) times only that mode's cost-model candidates x
 splits and the heuristic's pick on K-major operands per shape, nothing else, into fp8-gemm-sweep-fast.json
-(-strict.json; strict also times the swapped-role tiles, keyed swap:CONFIG).
+(-strict.json; strict also times the swapped-role tiles, keyed swap:CONFIG). --sweep mn-paths times, on
+MN-major operands, every route the MN-major choice weighs (AR_SWEEP, below) into fp8-gemm-sweep-mn-paths.json.
 """
 
 import argparse
@@ -61,6 +62,11 @@ FAST_MODEL_SWEEP = [f"{nc},{bn},{s},1,{w}" for nc, bn, w in _TILES for s in (1, 
 # MN-major operands transposed in shared memory (FP8GEMM_MN=smem): its compiled tiles x K split; the sweep
 # also times the transpose pass with the K-major kernels' pick ("pass").
 MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1, 2, 4)]
+# `--sweep mn-paths`: the three MN-major routes per shape, for bench/fp8_gemm_fit.py --mode ar: MN_SWEEP
+# (shared memory), the transpose pass with the K-major pick ("pass") and A read in place into registers with
+# B through a pass (FP8GEMM_MN=pass-b, Elem::kE4M3AR): its compiled tiles x K split, keyed "ar:CONFIG".
+AR_PREFIX = "ar:"
+AR_SWEEP = [f"{tile},{s},1,1" for tile in ("2,192", "2,128", "2,64", "2,96") for s in (1, 2, 4)]
 # Strict mode (16-bit kernels): every tile of kF16AShapes (fp8_gemm_fit's copy, which a CPU test holds to
 # gemm_cuda.cu) x K split (1, 2, 4 and "t", the split last wave its cost model weighs), no clusters, with the
 # operand roles as given (FP8GEMM_STRICT_SWAP=0: a forced tile the swapped kernels also compile would
@@ -351,8 +357,8 @@ def main():
     ap.add_argument("--nvcc", default="unknown", help="nvcc version the .so was built with")
     ap.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--shapes", choices=["challenge", "deepseek", "all"], default="all")
-    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn", "fast", "strict"],
-                    help="also time configurations (fast, strict: only those, K-major)")  # fmt: skip
+    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn", "fast", "strict", "mn-paths"],
+                    help="also time configurations (fast, strict, mn-paths: only those)")  # fmt: skip
     args = ap.parse_args()
 
     ops = load_ops(args.so)
@@ -361,7 +367,7 @@ def main():
     records = []
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if args.sweep in ("fast", "strict"):
+    if args.sweep in ("fast", "strict", "mn-paths"):
         meta = run_meta(args)
         for m, n, k in shapes:
             records.append(sweep_model_shape(ops, m, n, k, args.sweep))
@@ -406,20 +412,28 @@ def strict_swap_cases():
     return [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_STRICT_SWAP": "1"}, f"swap:{cfg}") for cfg in STRICT_SWAP_SWEEP]
 
 
+def mn_path_cases():
+    """sweep_shape's extra cases on MN-major operands: the transpose pass, kE4M3AR's tiles ("ar:CONFIG")."""
+    ar = [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, AR_PREFIX + cfg) for cfg in AR_SWEEP]
+    return [({"FP8GEMM_MN": "pass"}, "pass"), *ar]
+
+
 def sweep_model_shape(ops, m, n, k, mode):
-    """`--sweep fast|strict`: the heuristic's pick and the cost model's candidates x splits
-    (FAST_MODEL_SWEEP or STRICT_SWEEP) on K-major operands, one record."""
-    fast = mode == "fast"
-    op, configs = (ops.gemm, FAST_MODEL_SWEEP) if fast else (ops.gemm_strict, STRICT_SWEEP)
-    extra, env = ([], None) if fast else (strict_swap_cases(), UNSWAPPED)
+    """`--sweep fast|strict|mn-paths`: the heuristic's pick and the cost model's candidates x splits
+    (FAST_MODEL_SWEEP or STRICT_SWEEP on K-major operands; mn-paths: every MN-major route), one record."""
+    fast, mn = mode in ("fast", "mn-paths"), mode == "mn-paths"
+    op = ops.gemm if fast else ops.gemm_strict
+    configs = MN_SWEEP if mn else FAST_MODEL_SWEEP if fast else STRICT_SWEEP
+    extra, env = (mn_path_cases(), None) if mn else ([], None) if fast else (strict_swap_cases(), UNSWAPPED)
     seed_shape(m, n, k)
-    x = make_inputs(m, n, k, False)
+    x = make_inputs(m, n, k, mn)
     ref = reference(*x)
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
     err, bad = checked(op, x, c, ref)
     us = kernel_us(lambda: op(*x, c), rep=30)
     correct = bad == 0 if mode == "strict" else err < FAST_BAR
-    rec = dict(M=m, N=n, K=k, layout="k-major", mode=mode, kforge_us=us,
+    layout = "mn-major" if mn else "k-major"
+    rec = dict(M=m, N=n, K=k, layout=layout, mode="fast" if fast else mode, kforge_us=us,
                kforge_correct=correct, kforge_rel_err=err, kforge_strict_bad=bad,
                sweep=sweep_shape(op, x, ref, configs, extra, env))  # fmt: skip
     best = min(rec["sweep"].items(), key=lambda kv: kv[1]["us"])

@@ -1,7 +1,7 @@
 """Fits the sm_90a cost model (kFp8Shapes / kF16AShapes / kBf16Shapes in
 kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or more --sweep runs.
 
-    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|swap|mn]
+    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|swap|mn|ar]
                                  [--shapes "..."] [--hold]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
@@ -14,6 +14,8 @@ each judging only the candidates it timed), and prints the constants and each sw
 becomes the N x M problem). --mode mn fits kFp8MNShapes (MN-major operands transposed in shared memory) on the
 MN-major sweep, against the alternative gemm_cuda.cu weighs: the transpose pass (2 (M + N) K bytes at a fitted
 rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
+--mode ar fits kFp8ARShapes (A read in place into registers, B through a pass) on a --sweep mn-paths run,
+weighed as gemm_cuda.cu does against the pass route and the shared-memory one (their constants fixed).
 --hold (fast) fits only the tiles that --shapes appends to FAST_SHAPES, the others' constants kept: a tile
 joins without moving the picks that earlier sweeps (which never timed it) judged.
 """
@@ -66,7 +68,12 @@ DEFAULT_SHAPES = {
     "bf16": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "swap": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
+    "ar": "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;2,1,96,1,0",
 }
+# kFp8MNShapes' µs per block: --mode ar weighs the shared-memory route with them, fixed.
+MN_US = [0.81, 0.52, 0.61]
+# --sweep mn-paths' keys of kE4M3AR's configurations (A in registers as it lies, B through a pass).
+AR_PREFIX = "ar:"
 
 
 def tail_splits(units, slots, kb):
@@ -166,9 +173,42 @@ def takes_pass(shapes, us, transpose, m, n, k, host_us=0.0):
     return kmajor_cost(m, n, k) + 2 * (m + n) * k / transpose[0] + transpose[1] + host_us <= pick[2], pick
 
 
+def mn_route(ar_shapes, ar_us, transpose, m, n, k):
+    """gemm_cuda.cu's MN-major choice among its three routes (both operands MN-major, K % 16 == 0): "pass",
+    ("ar", kE4M3AR's pick) or ("smem", kFp8MNShapes' pick); kernel-only costs (no host)."""
+    route, cost = ("pass", None), kmajor_cost(m, n, k) + 2 * (m + n) * k / transpose[0] + transpose[1]
+    if k % 16 == 0:
+        ar = choose(ar_shapes, ar_us, m, n, k, SPLIT["fast"])
+        if ar[2] + 2 * n * k / transpose[0] + transpose[1] < cost:
+            route, cost = ("ar", ar), ar[2] + 2 * n * k / transpose[0] + transpose[1]
+    smem = choose(parse_shapes(DEFAULT_SHAPES["mn"]), MN_US, m, n, k, SPLIT["fast"])
+    return ("smem", smem) if smem[2] < cost else route
+
+
+def swept_split(sweep, key_of, splits):
+    """(µs, key) of the timed configuration nearest `splits` ("t" where timed, else as unsplit)."""
+    if splits == "t":  # a sweep that did not time the split last wave judges it as unsplit
+        if key_of("t") in sweep:
+            return sweep[key_of("t")]["us"], key_of("t")
+        splits = 1
+    # Splits the sweep did not time count as their nearest timed split count.
+    for s in sorted({1, 2, 4}, key=lambda t: abs(t - splits)):
+        if key_of(s) in sweep:
+            return sweep[key_of(s)]["us"], key_of(s)
+    return math.inf, key_of(splits)
+
+
 def pick_time(rec, shapes, us, split):
-    """The swept time of the model's pick; in mn mode `split` holds TRANSPOSE's two constants."""
+    """The swept time of the model's pick; in mn mode `split` holds TRANSPOSE's two constants; in ar mode
+    `shapes` / `us` are kFp8ARShapes' and `split` is TRANSPOSE."""
     m, n, k, sweep = rec["M"], rec["N"], rec["K"], rec["sweep"]
+    if rec.get("routes"):
+        route, pick = mn_route(shapes, us, split, m, n, k)
+        if route == "pass":
+            return sweep.get("pass", {"us": math.inf})["us"], "pass"
+        (i, splits, _), tiles = pick, shapes if route == "ar" else parse_shapes(DEFAULT_SHAPES["mn"])
+        prefix = AR_PREFIX if route == "ar" else ""
+        return swept_split(sweep, lambda s: prefix + config_key(tiles[i], s), splits)
     if rec["layout"] == "mn-major":
         use_pass, (i, splits, _) = takes_pass(shapes, us, split, m, n, k)
         if use_pass:
@@ -176,23 +216,14 @@ def pick_time(rec, shapes, us, split):
     else:
         strict = rec["mode"] == "strict"  # strict mode's kernels read 16-bit B; its model weighs tail splits
         i, splits, _ = choose(shapes, us, m, n, k, split, 2 if strict else 1, strict_model=strict)
-    if splits == "t":  # a sweep that did not time the split last wave judges it as unsplit
-        key = config_key(shapes[i], "t")
-        if key in sweep:
-            return sweep[key]["us"], key
-        splits = 1
-    # Splits the sweep did not time count as their nearest timed split count.
-    for s in sorted({1, 2, 4}, key=lambda t: abs(t - splits)):
-        key = config_key(shapes[i], s)
-        if key in sweep:
-            return sweep[key]["us"], key
-    return math.inf, config_key(shapes[i], splits)
+    return swept_split(sweep, lambda s: config_key(shapes[i], s), splits)
 
 
 def timed(rec, shapes, us):
     """The candidates (and their µs) whose unsplit configuration `rec`'s sweep timed: a sweep cannot judge the
     others (a tile added after it ran), so the model is judged there without them."""
-    keep = [i for i, s in enumerate(shapes) if config_key(s, 1) in rec["sweep"]]
+    prefix = AR_PREFIX if rec.get("routes") else ""
+    keep = [i for i, s in enumerate(shapes) if prefix + config_key(s, 1) in rec["sweep"]]
     return [shapes[i] for i in keep], [us[i] for i in keep]
 
 
@@ -215,8 +246,9 @@ def swapped_entries(sweep):
 def load_records(path, mode):
     """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major; bf16: strict sweeps of the
     bf16 path; swap: strict's swapped entries, as the N x M problem), each with its swept best."""
-    swap = mode == "swap"
-    layouts = {"mn": ("fast", "mn-major"), "bf16": ("strict", "k-major"), "swap": ("strict", "k-major")}
+    swap, routes = mode == "swap", mode == "ar"
+    layouts = {"mn": ("fast", "mn-major"), "ar": ("fast", "mn-major"), "bf16": ("strict", "k-major")}
+    layouts["swap"] = ("strict", "k-major")
     mode, layout = layouts.get(mode, (mode, "k-major"))
     with open(path) as f:
         recs = json.load(f)["records"]
@@ -224,11 +256,14 @@ def load_records(path, mode):
     if swap:
         as_swapped = [dict(r, M=r["N"], N=r["M"], sweep=swapped_entries(r["sweep"])) for r in recs]
         recs = [r for r in as_swapped if r["sweep"]]
+    if routes:  # --sweep mn-paths records: every route timed
+        recs = [dict(r, routes=True) for r in recs if any(key.startswith(AR_PREFIX) for key in r["sweep"])]
     for r in recs:
         swept = [
             (k, v)
             for k, v in r["sweep"].items()
             if (k.count(",") == 4 and not k.startswith(SWAPPED)) or k == "pass"
+            if routes or not k.startswith(AR_PREFIX)
         ]
         r["best_key"], best = min(swept, key=lambda kv: kv[1]["us"])
         r["best_us"] = best["us"]
@@ -239,7 +274,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json", nargs="+", help="sweep results; several are fitted together")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
-    ap.add_argument("--mode", choices=["fast", "strict", "bf16", "swap", "mn"], default="fast")
+    ap.add_argument("--mode", choices=["fast", "strict", "bf16", "swap", "mn", "ar"], default="fast")
     ap.add_argument("--hold", action="store_true", help="fast: fit only the tiles --shapes appends")
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
@@ -247,10 +282,11 @@ def main():
     recs = [r for rs in by_file.values() for r in rs]
     # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
     us = []
+    prefix = AR_PREFIX if args.mode == "ar" else ""
     for s in shapes:
         est = []
         for r in recs:
-            key = config_key(s, 1)
+            key = prefix + config_key(s, 1)
             if key not in r["sweep"]:
                 continue
             bm = cdiv(r["M"], 64 * s["nc"] * s["waves"])
@@ -272,10 +308,12 @@ def main():
             ap.error("--hold: --mode fast, with --shapes starting with FAST_SHAPES' candidates")
         us[:held] = FAST_US
 
+    fixed_tail = held or args.mode == "ar"  # ar: the transpose pass's constants are mn's, not refitted
+
     def search(params):
         score = score_of(params)
         for _ in range(5):
-            for i in range(held, len(params) - (2 if held else 0)):
+            for i in range(held, len(params) - (2 if fixed_tail else 0)):
                 for f in [0.5, 0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 1.4, 2.0]:
                     trial = params[:i] + [params[i] * f] + params[i + 1 :]
                     q = score_of(trial)
@@ -284,8 +322,9 @@ def main():
         rounded = [round(u, 2) for u in params[:-2]] + [round(params[-2], 1), float(f"{params[-1]:.2g}")]
         return score_of(rounded), rounded
 
-    starts = [TRANSPOSE, (2.5e6, 3.0)] if args.mode == "mn" else [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
-    starts = starts[:1] if held else starts
+    mn_like = args.mode in ("mn", "ar")
+    starts = [TRANSPOSE, (2.5e6, 3.0)] if mn_like else [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
+    starts = starts[:1] if fixed_tail else starts
     score, params = min(search(us + list(split)) for split in starts)
     us, split = params[:-2], params[-2:]
     # Robustness: the same picks' quality with every constant off by up to 5 % (10 % for the split ones).
@@ -300,7 +339,7 @@ def main():
     for s, u in zip(shapes, us, strict=True):
         limit = f", {s['max_kb']}" if s["max_kb"] else ""
         print(f"  {{{s['nc']}, {s['waves']}, {s['bn']}, {s['cluster']}, {s['cluster_n']}, {u:.2f}{limit}}}")
-    if args.mode == "mn":
+    if args.mode in ("mn", "ar"):
         print(f"  transpose pass: {split[0]:.3g} bytes/us, {split[1]:.2f} us fixed")
     else:
         print(f"  split-K: {split[0]:.2f} us per unit, partials at {split[1]:.3g} bytes/us")

@@ -113,14 +113,18 @@ constexpr double kPassHostUs = 6.0;
 // A transpose (or copy) pass over `rows` x K e4m3 bytes (the operands that need one, in one launch).
 double transpose_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * K / 5.0e6 + 2.1 + kPassHostUs; }
 // MN-major A read into the consumers' registers as it lies, B K-major from a pass that also permutes its K
-// (Elem::kE4M3AR, FP8GEMM_MN=pass-b, opt-in): only B crosses DRAM twice, and no converter shares the SM's
-// shared memory. Priced with the K-major tiles' constants, its picks ran at about their predicted time on the
-// H200 (77.4 / 170.6 / 528 us against 80.4 / 180.9 / 543 on 6144 x {576, 1536, 4608} x 7168), but without
-// the K-major route's 256x128 and cluster tiles they are 1.4-1.6x its kernel's time there; end to end it was
-// the fastest path only on 1024x1536x7168, 1024x3072x1536 and 6144x512x7168, by 3-8 %
-// (logs/fp8-gemm-{kernels-mn-ar,fullop-mn-ab3}-h200-4ba4ffc.log). A 256x128 kE4M3AR tile spills 32 bytes.
-constexpr Shape kFp8ARShapes[] = {{2, 1, 192, 1, 0, 1.15}, {2, 1, 128, 1, 0, 0.84}, {2, 1, 64, 1, 0, 0.35},
-                                  {2, 1, 96, 1, 0, 0.60}};
+// (Elem::kE4M3AR, FP8GEMM_MN=pass-b): only B crosses DRAM twice, and no converter shares the SM's shared
+// memory. Weighed against the other two routes with B's pass; the constants were fitted with
+// bench/fp8_gemm_fit.py --mode ar (the other routes' constants fixed) to the H100 sweep of every route
+// (logs/fp8-gemm-sweep-mn-paths-h100-956d56c.json; no H200 was lent that session): over its 30 shapes the
+// MN-major pick went from 1.052x to 1.017x the swept best (the 18 challenge shapes: 1.083x to 1.028x; 60.5 to
+// 57.4 us geomean), on the A/B runs before it (logs/fp8-gemm-mn-paths-ab-h100-956d56c.log) from 1.029x to
+// 1.010x. It takes the shapes where A is most of the bytes (6144 x {512, 576, 1536} x 7168: 0.75-0.84x) and
+// a few 1024-row ones. Until then it was opt-in, priced with the K-major tiles' constants, under which it
+// picked 128x64 tiles (1.2-1.6x slower than its 128x128 / 128x192 ones on the large shapes). A 256x128
+// kE4M3AR tile spills 32 bytes.
+constexpr Shape kFp8ARShapes[] = {{2, 1, 192, 1, 0, 0.81}, {2, 1, 128, 1, 0, 0.52}, {2, 1, 64, 1, 0, 0.50},
+                                  {2, 1, 96, 1, 0, 0.66}};
 // Guessed from the fp8 rows (the f16 path is opt-in: FP8GEMM_STRICT_F16=1, below).
 constexpr Shape kF16Shapes[] = {{2, 1, 128, 1, 0, 0.9}, {2, 1, 64, 1, 0, 0.65}, {1, 1, 128, 1, 0, 0.6}};
 // Strict mode with A widened in registers (Elem::kF16A, the default strict path since c822649), fitted with
@@ -598,8 +602,8 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   const bool reg_a = strict && !fnuz && !f16 && K % 16 == 0 && !sw.strict_bf16;
   // Fast mode on an MN-major e4m3fn a (the challenge layout has b MN-major too): transposed in shared memory
   // with b (kE4M3TR / kE4M3T), or read into registers as it lies with b through a pass (kE4M3AR, K % 16 == 0),
-  // or a transpose pass for both and the K-major kernel, whichever the cost model prefers; FP8GEMM_MN=smem,
-  // pass-b or pass forces one where it applies (benchmarks, tests).
+  // or a transpose pass for both and the K-major kernel, whichever the cost model prices lowest end to end;
+  // FP8GEMM_MN=smem, pass-b or pass forces one where it applies (benchmarks, tests).
   const std::string &mn = sw.mn;
   TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass" || mn == "pass-b",
               "gemm: FP8GEMM_MN must be \"smem\", \"pass-b\" or \"pass\", got \"", mn, "\"");
@@ -608,16 +612,18 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   if (!strict) {
     ch = choose(kFp8Shapes, kFp8Split, M, N, K, sms, 1);
     if (!fnuz && mn != "pass" && mn_major_tma(a)) {
-      if (mn == "pass-b") {  // opt-in: rarely the faster path (kFp8ARShapes); other K take the transpose pass
-        if (K % 16 == 0) {
-          ch = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
-          a_regs = true;
-        }
-      } else if (mn_major_tma(b)) {
-        // Against the K-major kernel's route, which passes every operand it cannot read in place.
+      // Against the K-major kernel's route, which passes every operand it cannot read in place.
+      double route_us = ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
+      if (K % 16 == 0 && mn != "smem") {  // other K take the transpose pass
+        const Choice t = choose(kFp8ARShapes, kFp8Split, M, N, K, sms, 1);
+        const double us = t.cost + transpose_pass_us(N, K);  // b passes either way: its K is permuted
+        a_regs = mn == "pass-b" || us < route_us;
+        if (a_regs) ch = t, route_us = us;
+      }
+      if (mn != "pass-b" && mn_major_tma(b)) {
         const Choice t = choose(kFp8MNShapes, kFp8Split, M, N, K, sms, 1);
-        in_smem = mn == "smem" || t.cost < ch.cost + transpose_pass_us(read_in_place(b) ? M : M + N, K);
-        if (in_smem) ch = t;
+        in_smem = mn == "smem" || t.cost < route_us;
+        if (in_smem) ch = t, a_regs = false;
       }
     }
   } else {

@@ -54,7 +54,8 @@ def test_fit_script_mirrors_the_constants_of_gemm_cuda():
     assert (shapes, us) == (fit.FAST_SHAPES, fit.FAST_US)
     assert shapes_in_source("kF16AShapes")[0] == fit.DEFAULT_SHAPES["strict"]
     assert shapes_in_source("kBf16Shapes")[0] == fit.DEFAULT_SHAPES["bf16"]
-    assert shapes_in_source("kFp8MNShapes")[0] == fit.DEFAULT_SHAPES["mn"]
+    assert shapes_in_source("kFp8MNShapes") == (fit.DEFAULT_SHAPES["mn"], fit.MN_US)
+    assert shapes_in_source("kFp8ARShapes")[0] == fit.DEFAULT_SHAPES["ar"]
     assert split_in_source("kFp8Split") == fit.SPLIT["fast"]
     assert split_in_source("kBf16Split") == fit.SPLIT["strict"] == fit.SPLIT["bf16"]
     assert transpose_in_source()[0] == fit.TRANSPOSE
@@ -86,6 +87,8 @@ CASES = [
     # raised after this sweep (gemm_cuda.cu). The earlier MN-major sweeps timed kE4M3T's two-consumer tiles,
     # no longer built.
     ("mn", "fp8-gemm-sweep-mn-h100-0501eb8.json", 30, 1.021),
+    # The three MN-major routes (kE4M3AR's constants fitted to it; the others fixed), H100, kernel-only.
+    ("ar", "fp8-gemm-sweep-mn-paths-h100-956d56c.json", 30, 1.017),
 ]
 
 
@@ -94,8 +97,9 @@ def test_picks_stay_close_to_the_swept_best(mode, sweep, expected, bound):
     recs = fit.load_records(LOGS / sweep, mode)
     assert len(recs) == expected, f"{sweep}: {expected} {mode} shapes expected, {len(recs)} found"
     shapes = fit.parse_shapes(fit.DEFAULT_SHAPES[mode])
-    if mode == "mn":
-        us, consts = shapes_in_source("kFp8MNShapes")[1], transpose_in_source()[0]
+    if mode in ("mn", "ar"):
+        table = "kFp8MNShapes" if mode == "mn" else "kFp8ARShapes"
+        us, consts = shapes_in_source(table)[1], transpose_in_source()[0]
     else:
         tables = {"fast": "kFp8Shapes", "strict": "kF16AShapes", "bf16": "kBf16Shapes"}
         us, consts = shapes_in_source(tables.get(mode, "kF16ASwapShapes"))[1], fit.SPLIT[mode]

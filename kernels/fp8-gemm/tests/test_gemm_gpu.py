@@ -200,8 +200,8 @@ def test_strict_k_not_multiple_of_16(fp8_gemm_cuda, mn_major):
     check(fp8_gemm_cuda, 200, 384, 1000, mn_major, "strict", seed=13)
 
 
-# MN-major operands transposed in shared memory (FP8GEMM_MN=smem; the cost model's other choice is the
-# transpose pass): every tile it compiles - two consumers with A read into registers and B transposed by the
+# MN-major operands transposed in shared memory (FP8GEMM_MN=smem; the cost model's other routes: the transpose
+# pass, pass-b): every tile it compiles - two consumers with A read into registers and B transposed by the
 # converter warps, one consumer with both transposed -, split-K and the tail split, tails in M, N (multiples
 # of 16: TMA row pitches) and K.
 MN_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,3", "1,128,2", "2,64,t"]
@@ -244,6 +244,20 @@ def test_mn_major_a_in_registers(fp8_gemm_cuda, env, config, m, n, k, b_layout):
     env.setenv("FP8GEMM_MN", "pass-b")
     env.setenv("FP8GEMM_CONFIG", config)
     check(fp8_gemm_cuda, m, n, k, True, "fast", seed=m + k, k_major_b=b_layout == "b-k-major")
+
+
+@pytest.mark.parametrize(
+    "m,n,k,elem",
+    [(6144, 576, 7168, 7), (64, 7168, 2048, 6), (6144, 7168, 2048, 0), (6144, 576, 7176, 0)],
+    ids=["a-in-registers", "shared-memory", "pass", "pass-k-not-multiple-of-16"],
+)
+def test_mn_major_route_of_the_cost_model(fp8_gemm_cuda, env, capfd, m, n, k, elem):
+    # Unforced, the MN-major choice weighs all three routes: a as it lies into registers with b through a
+    # pass (elem 7, where A is most of the bytes), both transposed in shared memory (elem 6, small M) or
+    # both through the transpose pass and the K-major kernel (elem 0); each correct.
+    env.setenv("FP8GEMM_VERBOSE", "1")
+    check(fp8_gemm_cuda, m, n, k, True, "fast", seed=m + n)
+    assert f"elem={elem} " in capfd.readouterr().err
 
 
 def test_mn_major_a_in_registers_needs_k_multiple_of_16(fp8_gemm_cuda, env):
