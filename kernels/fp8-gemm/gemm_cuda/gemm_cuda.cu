@@ -122,7 +122,10 @@ double transpose_pass_us(int64_t rows, int64_t K) { return 2.0 * double(rows) * 
 // 1.010x. It takes the shapes where A is most of the bytes (6144 x {512, 576, 1536} x 7168: 0.75-0.84x) and
 // a few 1024-row ones. Until then it was opt-in, priced with the K-major tiles' constants, under which it
 // picked 128x64 tiles (1.2-1.6x slower than its 128x128 / 128x192 ones on the large shapes). A 256x128
-// kE4M3AR tile spills 32 bytes.
+// kE4M3AR tile (not built) spills 32 bytes, all in the per-tile setup and epilogue, none in the K loop
+// (ptxas, cuobjdump). With both routes on the 128x128 tile this one took 0.98x the pass route's time on
+// 6144x4608x7168 (H100, logs/fp8-gemm-mn-paths-ab-h100-956d56c.log), so a 256x128 one might about match the
+// pass route's 256x128 pick on the large shapes: unmeasured.
 constexpr Shape kFp8ARShapes[] = {{2, 1, 192, 1, 0, 0.81}, {2, 1, 128, 1, 0, 0.52}, {2, 1, 64, 1, 0, 0.50},
                                   {2, 1, 96, 1, 0, 0.66}};
 // Guessed from the fp8 rows (the f16 path is opt-in: FP8GEMM_STRICT_F16=1, below).
