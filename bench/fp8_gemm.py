@@ -65,7 +65,6 @@ MN_SWEEP = [f"{tile},{s},1,1" for tile in ("2,128", "2,64", "1,128") for s in (1
 # `--sweep mn-paths`: the three MN-major routes per shape, for bench/fp8_gemm_fit.py --mode ar: MN_SWEEP
 # (shared memory), the transpose pass with the K-major pick ("pass") and A read in place into registers with
 # B through a pass (FP8GEMM_MN=pass-b, Elem::kE4M3AR): its compiled tiles x K split, keyed "ar:CONFIG".
-AR_PREFIX = "ar:"
 AR_SWEEP = [f"{tile},{s},1,1" for tile in ("2,192", "2,128", "2,64", "2,96") for s in (1, 2, 4)]
 # Strict mode (16-bit kernels): every tile of kF16AShapes (fp8_gemm_fit's copy, which a CPU test holds to
 # gemm_cuda.cu) x K split (1, 2, 4 and "t", the split last wave its cost model weighs), no clusters, with the
@@ -409,31 +408,35 @@ def run_meta(args):
 
 def strict_swap_cases():
     """sweep_shape's extra cases: the swapped strict tiles, keyed "swap:CONFIG"."""
-    return [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_STRICT_SWAP": "1"}, f"swap:{cfg}") for cfg in STRICT_SWAP_SWEEP]
+    forced = {"FP8GEMM_STRICT_SWAP": "1"}
+    return [({"FP8GEMM_CONFIG": cfg, **forced}, fit.SWAPPED + cfg) for cfg in STRICT_SWAP_SWEEP]
 
 
 def mn_path_cases():
     """sweep_shape's extra cases on MN-major operands: the transpose pass, kE4M3AR's tiles ("ar:CONFIG")."""
-    ar = [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, AR_PREFIX + cfg) for cfg in AR_SWEEP]
+    ar = [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, fit.AR_PREFIX + cfg) for cfg in AR_SWEEP]
     return [({"FP8GEMM_MN": "pass"}, "pass"), *ar]
 
 
 def sweep_model_shape(ops, m, n, k, mode):
     """`--sweep fast|strict|mn-paths`: the heuristic's pick and the cost model's candidates x splits
     (FAST_MODEL_SWEEP or STRICT_SWEEP on K-major operands; mn-paths: every MN-major route), one record."""
-    fast, mn = mode in ("fast", "mn-paths"), mode == "mn-paths"
-    op = ops.gemm if fast else ops.gemm_strict
-    configs = MN_SWEEP if mn else FAST_MODEL_SWEEP if fast else STRICT_SWEEP
-    extra, env = (mn_path_cases(), None) if mn else ([], None) if fast else (strict_swap_cases(), UNSWAPPED)
+    # Per mode: precision, configurations, extra cases, switches for all of them, MN-major operands.
+    strict, configs, extra, env, mn = {
+        "fast": (False, FAST_MODEL_SWEEP, [], None, False),
+        "strict": (True, STRICT_SWEEP, strict_swap_cases(), UNSWAPPED, False),
+        "mn-paths": (False, MN_SWEEP, mn_path_cases(), None, True),
+    }[mode]
+    op = ops.gemm_strict if strict else ops.gemm
     seed_shape(m, n, k)
     x = make_inputs(m, n, k, mn)
     ref = reference(*x)
     c = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
     err, bad = checked(op, x, c, ref)
     us = kernel_us(lambda: op(*x, c), rep=30)
-    correct = bad == 0 if mode == "strict" else err < FAST_BAR
+    correct = bad == 0 if strict else err < FAST_BAR
     layout = "mn-major" if mn else "k-major"
-    rec = dict(M=m, N=n, K=k, layout=layout, mode="fast" if fast else mode, kforge_us=us,
+    rec = dict(M=m, N=n, K=k, layout=layout, mode="strict" if strict else "fast", kforge_us=us,
                kforge_correct=correct, kforge_rel_err=err, kforge_strict_bad=bad,
                sweep=sweep_shape(op, x, ref, configs, extra, env))  # fmt: skip
     best = min(rec["sweep"].items(), key=lambda kv: kv[1]["us"])

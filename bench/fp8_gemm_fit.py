@@ -72,6 +72,7 @@ DEFAULT_SHAPES = {
 }
 # kFp8MNShapes' µs per block: --mode ar weighs the shared-memory route with them, fixed.
 MN_US = [0.81, 0.52, 0.61]
+MN_SHAPES = parse_shapes(DEFAULT_SHAPES["mn"])
 # --sweep mn-paths' keys of kE4M3AR's configurations (A in registers as it lies, B through a pass).
 AR_PREFIX = "ar:"
 
@@ -167,21 +168,27 @@ def kmajor_cost(m, n, k):
     return choose(parse_shapes(FAST_SHAPES), FAST_US, m, n, k, SPLIT["fast"])[2]
 
 
+def pass_us(transpose, rows, k):
+    """gemm_cuda.cu's transpose_pass_us() on the GPU (no host): `rows` x K e4m3 bytes read and written."""
+    return 2 * rows * k / transpose[0] + transpose[1]
+
+
 def takes_pass(shapes, us, transpose, m, n, k, host_us=0.0):
     """gemm_cuda.cu's MN-major choice: (pass or not, the shared-memory pick: shape index, splits, cost)."""
     pick = choose(shapes, us, m, n, k, SPLIT["fast"])
-    return kmajor_cost(m, n, k) + 2 * (m + n) * k / transpose[0] + transpose[1] + host_us <= pick[2], pick
+    return kmajor_cost(m, n, k) + pass_us(transpose, m + n, k) + host_us <= pick[2], pick
 
 
 def mn_route(ar_shapes, ar_us, transpose, m, n, k):
     """gemm_cuda.cu's MN-major choice among its three routes (both operands MN-major, K % 16 == 0): "pass",
     ("ar", kE4M3AR's pick) or ("smem", kFp8MNShapes' pick); kernel-only costs (no host)."""
-    route, cost = ("pass", None), kmajor_cost(m, n, k) + 2 * (m + n) * k / transpose[0] + transpose[1]
+    route, cost = ("pass", None), kmajor_cost(m, n, k) + pass_us(transpose, m + n, k)
     if k % 16 == 0:
         ar = choose(ar_shapes, ar_us, m, n, k, SPLIT["fast"])
-        if ar[2] + 2 * n * k / transpose[0] + transpose[1] < cost:
-            route, cost = ("ar", ar), ar[2] + 2 * n * k / transpose[0] + transpose[1]
-    smem = choose(parse_shapes(DEFAULT_SHAPES["mn"]), MN_US, m, n, k, SPLIT["fast"])
+        ar_cost = ar[2] + pass_us(transpose, n, k)
+        if ar_cost < cost:
+            route, cost = ("ar", ar), ar_cost
+    smem = choose(MN_SHAPES, MN_US, m, n, k, SPLIT["fast"])
     return ("smem", smem) if smem[2] < cost else route
 
 
@@ -206,8 +213,7 @@ def pick_time(rec, shapes, us, split):
         route, pick = mn_route(shapes, us, split, m, n, k)
         if route == "pass":
             return sweep.get("pass", {"us": math.inf})["us"], "pass"
-        (i, splits, _), tiles = pick, shapes if route == "ar" else parse_shapes(DEFAULT_SHAPES["mn"])
-        prefix = AR_PREFIX if route == "ar" else ""
+        (i, splits, _), (tiles, prefix) = pick, (shapes, AR_PREFIX) if route == "ar" else (MN_SHAPES, "")
         return swept_split(sweep, lambda s: prefix + config_key(tiles[i], s), splits)
     if rec["layout"] == "mn-major":
         use_pass, (i, splits, _) = takes_pass(shapes, us, split, m, n, k)
@@ -219,11 +225,15 @@ def pick_time(rec, shapes, us, split):
     return swept_split(sweep, lambda s: config_key(shapes[i], s), splits)
 
 
+def fitted_key(rec, s, splits):
+    """`rec`'s sweep key of the fitted table's configuration `s` (--mode ar: kE4M3AR's, "ar:CONFIG")."""
+    return (AR_PREFIX if rec.get("routes") else "") + config_key(s, splits)
+
+
 def timed(rec, shapes, us):
     """The candidates (and their µs) whose unsplit configuration `rec`'s sweep timed: a sweep cannot judge the
     others (a tile added after it ran), so the model is judged there without them."""
-    prefix = AR_PREFIX if rec.get("routes") else ""
-    keep = [i for i, s in enumerate(shapes) if prefix + config_key(s, 1) in rec["sweep"]]
+    keep = [i for i, s in enumerate(shapes) if fitted_key(rec, s, 1) in rec["sweep"]]
     return [shapes[i] for i in keep], [us[i] for i in keep]
 
 
@@ -247,8 +257,12 @@ def load_records(path, mode):
     """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major; bf16: strict sweeps of the
     bf16 path; swap: strict's swapped entries, as the N x M problem), each with its swept best."""
     swap, routes = mode == "swap", mode == "ar"
-    layouts = {"mn": ("fast", "mn-major"), "ar": ("fast", "mn-major"), "bf16": ("strict", "k-major")}
-    layouts["swap"] = ("strict", "k-major")
+    layouts = {
+        "mn": ("fast", "mn-major"),
+        "ar": ("fast", "mn-major"),
+        "bf16": ("strict", "k-major"),
+        "swap": ("strict", "k-major"),
+    }
     mode, layout = layouts.get(mode, (mode, "k-major"))
     with open(path) as f:
         recs = json.load(f)["records"]
@@ -282,11 +296,10 @@ def main():
     recs = [r for rs in by_file.values() for r in rs]
     # Start: each configuration's median µs per block over the shapes that fill at least two waves unsplit.
     us = []
-    prefix = AR_PREFIX if args.mode == "ar" else ""
     for s in shapes:
         est = []
         for r in recs:
-            key = prefix + config_key(s, 1)
+            key = fitted_key(r, s, 1)
             if key not in r["sweep"]:
                 continue
             bm = cdiv(r["M"], 64 * s["nc"] * s["waves"])
