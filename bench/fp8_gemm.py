@@ -1,7 +1,7 @@
 """Benchmarks kernels/fp8-gemm on a CUDA GPU against torch._scaled_mm blockwise (cuBLASLt), in the same run.
 
     python bench/fp8_gemm.py --so BUILD.so [--commit SHA] [--nvcc VERSION] [--out-dir DIR]
-                             [--sweep [mn|fast|strict|mn-paths]]
+                             [--sweep [mn|fast|strict|mn-paths|strict-mn]]
 
 Per shape (18 challenge + 12 DeepSeek-V3): fresh randn inputs, a float64 reference, the output poisoned with
 NaN before each checked call; then
@@ -16,7 +16,9 @@ transpose pass, for tuning the heuristic (bench/fp8_gemm_fit.py); --sweep mn onl
 fp8-gemm-h200.json and fp8-gemm-h200.md. --sweep fast (strict) times only that mode's cost-model candidates x
 splits and the heuristic's pick on K-major operands per shape, nothing else, into fp8-gemm-sweep-fast.json
 (-strict.json; strict also times the swapped-role tiles, keyed swap:CONFIG). --sweep mn-paths times, on
-MN-major operands, every route the MN-major choice weighs (AR_SWEEP, below) into fp8-gemm-sweep-mn-paths.json.
+MN-major operands, every route the MN-major choice weighs (AR_SWEEP, below) into fp8-gemm-sweep-mn-paths.json;
+--sweep strict-mn the same for strict mode (a copied K-major, the roles swapped, a read as it lies:
+"ar:CONFIG").
 """
 
 import argparse
@@ -76,6 +78,10 @@ STRICT_SWEEP, STRICT_SWAP_SWEEP = (
     for mode in ("strict", "swap")
 )
 UNSWAPPED = {"FP8GEMM_STRICT_SWAP": "0"}
+# `--sweep strict-mn`: MN-major operands, strict mode's three routes: STRICT_SWEEP with a copied K-major
+# (FP8GEMM_MN=pass, unswapped), the swapped tiles, and the same tiles with a read as it lies
+# (FP8GEMM_MN=pass-b, Elem::kF16AR, which compiles kF16AShapes' tiles), keyed "ar:CONFIG".
+STRICT_COPY_A = {**UNSWAPPED, "FP8GEMM_MN": "pass"}
 FAST_BAR = 2e-3  # relative Frobenius error
 TIMING = (
     "kernel-only = triton.testing.do_bench median (L2 flushed before each launch, warmup 25 ms, rep 100 ms); "
@@ -356,7 +362,8 @@ def main():
     ap.add_argument("--nvcc", default="unknown", help="nvcc version the .so was built with")
     ap.add_argument("--out-dir", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--shapes", choices=["challenge", "deepseek", "all"], default="all")
-    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "mn", "fast", "strict", "mn-paths"],
+    ap.add_argument("--sweep", nargs="?", const="all",
+                    choices=["all", "mn", "fast", "strict", "mn-paths", "strict-mn"],
                     help="also time configurations (fast, strict, mn-paths: only those)")  # fmt: skip
     args = ap.parse_args()
 
@@ -366,7 +373,7 @@ def main():
     records = []
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if args.sweep in ("fast", "strict", "mn-paths"):
+    if args.sweep in ("fast", "strict", "mn-paths", "strict-mn"):
         meta = run_meta(args)
         for m, n, k in shapes:
             records.append(sweep_model_shape(ops, m, n, k, args.sweep))
@@ -418,6 +425,12 @@ def mn_path_cases():
     return [({"FP8GEMM_MN": "pass"}, "pass"), *ar]
 
 
+def strict_mn_cases():
+    """sweep_shape's extra cases for strict mode on MN-major operands: the swapped tiles, kF16AR's tiles."""
+    ar = [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, fit.AR_PREFIX + cfg) for cfg in STRICT_SWEEP]
+    return [*strict_swap_cases(), *ar]
+
+
 def sweep_model_shape(ops, m, n, k, mode):
     """`--sweep fast|strict|mn-paths`: the heuristic's pick and the cost model's candidates x splits
     (FAST_MODEL_SWEEP or STRICT_SWEEP on K-major operands; mn-paths: every MN-major route), one record."""
@@ -426,6 +439,7 @@ def sweep_model_shape(ops, m, n, k, mode):
         "fast": (False, FAST_MODEL_SWEEP, [], None, False),
         "strict": (True, STRICT_SWEEP, strict_swap_cases(), UNSWAPPED, False),
         "mn-paths": (False, MN_SWEEP, mn_path_cases(), None, True),
+        "strict-mn": (True, STRICT_SWEEP, strict_mn_cases(), STRICT_COPY_A, True),
     }[mode]
     op = ops.gemm_strict if strict else ops.gemm
     seed_shape(m, n, k)

@@ -23,4 +23,4 @@ grep -E "\(C75[0-9][0-9]\)" "$OUT/ptxas.log" || true
 awk '/Compiling entry/ { match($0, /_Z[A-Za-z0-9_]*/); name = substr($0, RSTART, RLENGTH) }
      /spill stores/ { spill = $0; sub(/^ +/, "", spill) }
      /Used [0-9]+ registers/ { match($0, /Used [0-9]+ registers/); print name ": " substr($0, RSTART, RLENGTH) "; " spill }' \
-  "$OUT/ptxas.log" | sed -E 's/_ZN7fp8gemm4sm9011gemm_kernelILNS0_4ElemE([0-7])ELi([0-9])ELi([0-9]+)ELi([0-9])E.*:/sm90 gemm elem=\1 nc=\2 bn=\3 waves=\4:/'
+  "$OUT/ptxas.log" | sed -E 's/_ZN7fp8gemm4sm9011gemm_kernelILNS0_4ElemE([0-9])ELi([0-9])ELi([0-9]+)ELi([0-9])E.*:/sm90 gemm elem=\1 nc=\2 bn=\3 waves=\4:/'

@@ -150,6 +150,15 @@ constexpr Shape kF16AShapes[] = {{2, 1, 128, 1, 0, 1.11},
 // swapped, the M <= 128 DeepSeek shapes (0.30-0.68x the unswapped time) and the 1024-row challenge shapes
 // with N = 4096-7168 (0.93-0.98x: B's pass, 18-20 % of their unswapped time, gives way to a's).
 constexpr Shape kF16ASwapShapes[] = {{2, 1, 128, 1, 0, 1.26}, {2, 1, 64, 1, 0, 0.75}, {1, 1, 128, 1, 0, 0.71}};
+// MN-major a read into the consumers' registers as it lies and widened there (Elem::kF16AR), b through a
+// widening pass: kF16A's tiles, with kF16AShapes' constants until a sweep fits them (the consumers' A reads are
+// ldmatrix.trans instead of ldmatrix, the same shared-memory bytes). Weighed against both roles of kF16A, which
+// on MN-major operands pay a transposed copy of their e4m3 operand besides the widening pass.
+constexpr Shape kF16ARShapes[] = {{2, 1, 128, 1, 0, 1.11},
+                                  {2, 1, 64, 1, 0, 0.71},
+                                  {1, 1, 128, 1, 0, 0.67},
+                                  {3, 1, 128, 1, 0, 1.56, kUnitsMaxBlocks},
+                                  {2, 1, 96, 1, 0, 0.90}};
 // Strict mode's widening pass of a rows x K e4m3 operand to f16 (1 byte read, 2 written per element; on the
 // H200 28.7 us for 4608 x 7168, 94.7 us for 7168 x 16384: logs/fp8-gemm-kernels-strict-aa239c1.log).
 constexpr double kPassBytesPerUs = 3.5e6;
@@ -365,7 +374,8 @@ Stored stored(Mode mode) {
   switch (mode) {
     case Mode::kToBf16Fn:
     case Mode::kToBf16Fnuz: return {2, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, at::kBFloat16};
-    case Mode::kToF16Perm: return {2, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, at::kHalf};
+    case Mode::kToF16Perm:
+    case Mode::kToF16: return {2, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, at::kHalf};
     default: return {1, CU_TENSOR_MAP_DATA_TYPE_UINT8, at::kByte};
   }
 }
@@ -398,6 +408,7 @@ void with_mode(Mode m, F &&f) {
     case Mode::kToBf16Fnuz: f(std::integral_constant<Mode, Mode::kToBf16Fnuz>{}); break;
     case Mode::kToF16Perm: f(std::integral_constant<Mode, Mode::kToF16Perm>{}); break;
     case Mode::kCopyPerm16: f(std::integral_constant<Mode, Mode::kCopyPerm16>{}); break;
+    case Mode::kToF16: f(std::integral_constant<Mode, Mode::kToF16>{}); break;
   }
 }
 
@@ -606,7 +617,8 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // Fast mode on an MN-major e4m3fn a (the challenge layout has b MN-major too): transposed in shared memory
   // with b (kE4M3TR / kE4M3T), or read into registers as it lies with b through a pass (kE4M3AR, K % 16 == 0),
   // or a transpose pass for both and the K-major kernel, whichever the cost model prices lowest end to end;
-  // FP8GEMM_MN=smem, pass-b or pass forces one where it applies (benchmarks, tests).
+  // strict mode's A in registers likewise (kF16AR, or kF16A's copy of a, or its swapped roles). FP8GEMM_MN=smem,
+  // pass-b or pass forces one where it applies (benchmarks, tests).
   const std::string &mn = sw.mn;
   TORCH_CHECK(mn.empty() || mn == "smem" || mn == "pass" || mn == "pass-b",
               "gemm: FP8GEMM_MN must be \"smem\", \"pass-b\" or \"pass\", got \"", mn, "\"");
@@ -641,10 +653,16 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
       auto copy_us = [&](const at::Tensor &op, int64_t rows) {
         return read_in_place(op) ? 0.0 : copy_pass_us(rows, K);
       };
-      swap = sw.strict_swap == "1" ||
-             (sw.strict_swap.empty() && t.cost + widen_pass_us(M, K) + copy_us(b, N) <
-                                            ch.cost + widen_pass_us(N, K) + copy_us(a, M));
+      const double plain_us = ch.cost + widen_pass_us(N, K) + copy_us(a, M);
+      const double swap_us = t.cost + widen_pass_us(M, K) + copy_us(b, N);
+      swap = sw.strict_swap == "1" || (sw.strict_swap.empty() && swap_us < plain_us);
       if (swap) ch = t;
+      // MN-major a read as it lies (kF16AR): b's widening pass alone. FP8GEMM_STRICT_SWAP=1 keeps the swap.
+      if (mn != "pass" && sw.strict_swap != "1" && mn_major_tma(a)) {
+        const Choice r = choose(kF16ARShapes, kBf16Split, M, N, K, sms, 2, true);
+        a_regs = mn == "pass-b" || r.cost + widen_pass_us(N, K) < (swap ? swap_us : plain_us);
+        if (a_regs) ch = r, swap = false;
+      }
     }
   }
   const bool forced = config_override(ch, sw.config);
@@ -656,7 +674,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                 ch.waves, ", cluster=", ch.cluster, " (FP8GEMM_CONFIG)");
     path = false;
   };
-  drop_if_untiled(a_regs, has_tile(kFp8ARShapes, ch), "pass-b");
+  drop_if_untiled(a_regs, strict ? has_tile(kF16ARShapes, ch) : has_tile(kFp8ARShapes, ch), "pass-b");
   drop_if_untiled(in_smem, has_tile(kFp8MNShapes, ch), "smem");
   if (forced && swap && !has_tile(kF16ASwapShapes, ch)) {
     TORCH_CHECK(sw.strict_swap != "1", "gemm: FP8GEMM_STRICT_SWAP=1 has no kernel for nc=", ch.nc, ", bn=", ch.bn,
@@ -667,7 +685,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
   // operands transposed by the converters on the challenge shapes); the lone consumer keeps kE4M3T, whose
   // double-buffered accumulator A in registers cannot have (1.04x; logs/fp8-gemm-ab-mn-regs-h100.log).
   const Elem elem = in_smem  ? (ch.nc == 1 ? Elem::kE4M3T : Elem::kE4M3TR)
-                    : a_regs  ? Elem::kE4M3AR
+                    : a_regs  ? (strict ? Elem::kF16AR : Elem::kE4M3AR)
                     : !strict ? Elem::kE4M3
                     : f16     ? Elem::kF16
                     : swap    ? Elem::kF16AS
@@ -677,10 +695,10 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
                     : elem == Elem::kBF16 ? (fnuz ? Mode::kToBf16Fnuz : Mode::kToBf16Fn)
                     : fnuz                ? Mode::kFnuzToFn
                                           : Mode::kCopy;
-  const Mode mode_b = reg_a ? Mode::kToF16Perm : a_regs ? Mode::kCopyPerm16 : mode;
+  const Mode mode_b = reg_a ? (a_regs ? Mode::kToF16 : Mode::kToF16Perm) : a_regs ? Mode::kCopyPerm16 : mode;
   // The three-consumer f16 tile accumulates at most kUnitsMaxBlocks blocks per split (its precision bound),
   // forced configurations too.
-  if (elem == Elem::kF16A && ch.nc >= 3 && ch.splits * kUnitsMaxBlocks < KB)
+  if ((elem == Elem::kF16A || elem == Elem::kF16AR) && ch.nc >= 3 && ch.splits * kUnitsMaxBlocks < KB)
     ch.splits = int(cdiv(KB, kUnitsMaxBlocks)), ch.tail = false;
   // The kernel's operands: a and b, or swapped b and a (Mk x Nk = N x M: it computes C^T).
   const at::Tensor &ka = swap ? b : a, &kb = swap ? a : b;
@@ -761,6 +779,12 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kF16A, 2, 96, 1)
     FP8GEMM_CASE(Elem::kF16A, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16A, 1, 128, 1)
+  } else if (elem == Elem::kF16AR) {
+    FP8GEMM_CASE(Elem::kF16AR, 2, 128, 1)
+    FP8GEMM_CASE(Elem::kF16AR, 3, 128, 1)
+    FP8GEMM_CASE(Elem::kF16AR, 2, 96, 1)
+    FP8GEMM_CASE(Elem::kF16AR, 2, 64, 1)
+    FP8GEMM_CASE(Elem::kF16AR, 1, 128, 1)
   } else if (elem == Elem::kF16AS) {
     FP8GEMM_CASE(Elem::kF16AS, 2, 128, 1)
     FP8GEMM_CASE(Elem::kF16AS, 2, 64, 1)

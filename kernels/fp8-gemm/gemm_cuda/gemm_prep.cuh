@@ -1,8 +1,9 @@
 // Operand preparation for the sm_90a kernel, which reads K-major rows through TMA: MN-major inputs are
 // transposed (shared-memory tiles, 16-byte accesses where alignment allows), fnuz bits are remapped onto fn,
 // and strict mode widens e4m3 to bf16 (exact: every e4m3/e4m3fnuz value is a bf16 value) or, for the kernel that
-// widens A in registers, B to f16 with K permuted inside every 16 (kToF16Perm, below), or, for the kernel that
-// reads MN-major A into registers as e4m3, B as e4m3 with K permuted to match (kCopyPerm16).
+// widens A in registers, B to f16 with K permuted inside every 16 (kToF16Perm, below), or, for the kernels that
+// read MN-major A into registers, B as e4m3 with K permuted to match (kCopyPerm16; fast mode) or as f16 in K
+// order (kToF16; strict mode, whose ldmatrix.trans fragments hold K in order).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,7 +14,7 @@
 
 namespace fp8gemm::prep {
 
-enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz, kToF16Perm, kCopyPerm16 };
+enum class Mode { kCopy, kFnuzToFn, kToBf16Fn, kToBf16Fnuz, kToF16Perm, kCopyPerm16, kToF16 };
 
 // kToF16Perm (e4m3fn -> f16, exact): within every 16 K the byte pairs (K 2i, 2i + 1) are stored in the order
 // 0, 2, 4, 6, 1, 3, 5, 7 -- the K order in which the sm_90a kernel's ldmatrix-loaded A fragments hold them
@@ -73,12 +74,17 @@ template <>
 struct Out<Mode::kToF16Perm> {
   using T = __half;
 };
+template <>
+struct Out<Mode::kToF16> {
+  using T = __half;
+};
 
 template <Mode kMode>
 __device__ __forceinline__ typename Out<kMode>::T convert(uint8_t b) {
   if constexpr (kMode == Mode::kCopy || kMode == Mode::kCopyPerm16) return b;
   else if constexpr (kMode == Mode::kFnuzToFn) return fnuz_to_fn_bits(b);
-  else if constexpr (kMode == Mode::kToF16Perm) return __half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3));
+  else if constexpr (kMode == Mode::kToF16Perm || kMode == Mode::kToF16)
+    return __half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3));
   else return widen(b, kMode == Mode::kToBf16Fnuz);
 }
 
@@ -100,6 +106,8 @@ template <Mode kMode>
 __device__ __forceinline__ void convert4(uint32_t w, uint32_t *o) {
   if constexpr (kMode == Mode::kCopy || kMode == Mode::kCopyPerm16) {
     o[0] = w;
+  } else if constexpr (kMode == Mode::kToF16) {  // a cvt per pair
+    o[0] = f16x2_of_e4m3x2(w, 0), o[1] = f16x2_of_e4m3x2(w, 1);
   } else if constexpr (sizeof(typename Out<kMode>::T) == 1) {
     o[0] = 0;
 #pragma unroll

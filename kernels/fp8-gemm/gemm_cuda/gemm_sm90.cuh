@@ -48,8 +48,10 @@ namespace fp8gemm::sm90 {
 // into registers (ldmatrix.trans), for wgmma with A from registers: half the converters' shared-memory traffic.
 // kE4M3AR: A read the same way (MN-major, into registers), B K-major straight from TMA as in kE4M3, no
 // converters: B comes from a pass that transposes (or copies) it with K permuted inside every 16 to the order
-// the A fragments hold (prep Mode::kCopyPerm16), so only B crosses DRAM twice.
-enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS, kE4M3TR, kE4M3AR };
+// the A fragments hold (prep Mode::kCopyPerm16), so only B crosses DRAM twice. kF16AR: strict mode's kE4M3AR,
+// kF16A with A's MN-major pieces read into registers (ldmatrix.trans) and widened there, B widened to f16 in K
+// order by its pass (prep Mode::kToF16): A needs no pass, where kF16A on MN-major a pays a transposed copy.
+enum class Elem { kE4M3, kE4M3T, kBF16, kF16, kF16A, kF16AS, kE4M3TR, kE4M3AR, kF16AR };
 
 template <Elem E, int N>
 struct Wgmma {
@@ -117,6 +119,8 @@ struct ElemInfo<Elem::kF16A> : ElemInfo<Elem::kBF16> {};
 template <>
 struct ElemInfo<Elem::kF16AS> : ElemInfo<Elem::kBF16> {};
 template <>
+struct ElemInfo<Elem::kF16AR> : ElemInfo<Elem::kBF16> {};
+template <>
 struct ElemInfo<Elem::kE4M3T> : ElemInfo<Elem::kE4M3> {};
 template <>
 struct ElemInfo<Elem::kE4M3TR> : ElemInfo<Elem::kE4M3> {};
@@ -125,7 +129,8 @@ struct ElemInfo<Elem::kE4M3AR> : ElemInfo<Elem::kE4M3> {};
 
 // Width in bytes of M or N of the MN-major boxes a transposing tile loads (its A or B pieces; the host's tensor
 // maps use the same rule).
-constexpr int mn_piece(int tile) { return tile >= 128 ? 128 : tile; }
+// (192: three 64-byte pieces.)
+constexpr int mn_piece(int tile) { return tile % 128 == 0 ? 128 : tile % 64 == 0 ? 64 : tile; }
 // Columns of one epilogue staging / TMA-store box for a BN-wide tile: 64 (128-byte rows, 128-byte swizzle), or
 // 32 (64-byte rows, 64-byte swizzle) when BN is an odd multiple of 32.
 constexpr int store_cols(int bn) { return bn % 64 == 0 ? 64 : 32; }
@@ -135,7 +140,9 @@ struct Config {
   static constexpr int BM = 64 * NC * W;
   static constexpr int kSub = ElemInfo<E>::kSub;
   static constexpr bool kSwapped = E == Elem::kF16AS;
-  static constexpr bool kRegA = E == Elem::kF16A || kSwapped;  // A: e4m3 rows (one 128-byte atom per 128 K)
+  // A: e4m3 in the wgmma stage (one 128-byte atom of K-major rows, or of MN-major pieces, per 128 K), widened
+  // to f16 in registers
+  static constexpr bool kRegA = E == Elem::kF16A || kSwapped || E == Elem::kF16AR;
   static_assert(!kSwapped || BM <= kQuant, "swapped: one b_scale block per tile row block");
   static constexpr int kSubA = kRegA ? 1 : kSub;
   static constexpr int kABytes = BM * kRowBytes * kSubA;
@@ -143,8 +150,9 @@ struct Config {
   static constexpr int kScaleRows = kSwapped ? BN : BM;  // the per-row (swapped: per-column) scales staged
   static constexpr int kScaleBytes = kScaleRows * 4;
   static constexpr bool kTranspose = E == Elem::kE4M3T || E == Elem::kE4M3TR;
-  // A: MN-major pieces in the wgmma stage, read to registers
+  // A: MN-major e4m3 pieces in the wgmma stage, read to registers as e4m3 (kRegA8) or widened (kF16AR)
   static constexpr bool kRegA8 = E == Elem::kE4M3TR || E == Elem::kE4M3AR;
+  static constexpr bool kMnA = kRegA8 || E == Elem::kF16AR;
   static constexpr bool kConvert = E == Elem::kF16 || kTranspose;  // converter warps fill the wgmma ring
   // kE4M3TR: a second producer thread loads A straight into the wgmma ring while the converters fill B's.
   static constexpr bool kSplitProducer = kRegA8 && kConvert;
@@ -157,7 +165,7 @@ struct Config {
   static constexpr int kDirectBytes = kSplitProducer ? kABytes + kScaleBytes : 0;
   static constexpr int kPieceA = mn_piece(BM), kPieceB = mn_piece(BN);
   // MN-major operands (A transposed or read into registers, B transposed) come as 64- or 128-byte wide pieces.
-  static_assert(!(kTranspose || kRegA8) || ((kPieceA == 64 || kPieceA == 128) && BM % kPieceA == 0),
+  static_assert(!(kTranspose || kMnA) || ((kPieceA == 64 || kPieceA == 128) && BM % kPieceA == 0),
                 "MN-major A is read as 64- or 128-byte wide pieces");
   static_assert(!kTranspose || ((kPieceB == 64 || kPieceB == 128) && BN % kPieceB == 0),
                 "transposed B is read as 64- or 128-byte wide pieces");
@@ -496,26 +504,45 @@ __device__ __forceinline__ void transpose_stage(uint32_t src, uint32_t dst, int 
                                  ((cw - kGroupsA) % kWarps + kWarps) % kWarps, kWarps, lane);
 }
 
-// kE4M3TR: one warp's A fragments for the four wgmma m64nNk32 of a 128-K block (A from registers, the
-// mma.m16n8k32 layout: words 0 / 2 rows g, words 1 / 3 rows g + 8, K bytes 4c .. 4c + 3 of 16-K chunk 0 / 1 of
-// the step), read from A's MN-major pieces (kPiece bytes of M by 128 K rows, 128- or 64-byte swizzle, as TMA
-// delivers them) at the warp's 16 M rows from `m_off`. ldmatrix.x4.trans of the step's 32 K rows (matrix j: K
-// rows 8j .. 8j + 7 of the warp's 16-byte M chunk) gives lane (g, c) the M byte pair 2g, 2g + 1 at K 2c, 2c + 1
-// of each 8-K group; byte_perm makes the words of M row 2g (fragment row g) and 2g + 1 (row g + 8) with K
-// 2c + {0, 1, 8, 9} - the order the converters store B's K in (transpose_operand), so the products match. The
-// accumulator's row g / g + 8 is therefore M row 2g / 2g + 1 of the warp's 16.
+// One warp's e4m3 bytes of a 128-K block from A's MN-major pieces (kPiece bytes of M by 128 K rows, 128- or
+// 64-byte swizzle, as TMA delivers them), its 16 M rows from `m_off`: raw[p][j] = ldmatrix.x4.trans of K rows
+// 32p + 8j .. 32p + 8j + 7 (the warp's 16-byte M chunk of each), which gives lane (g, c) the M byte pair 2g,
+// 2g + 1 at K 32p + 8j + 2c (bytes 0, 1) and + 1 (bytes 2, 3). The fragments made of them put M row 2g in the
+// accumulator's row g and 2g + 1 in row g + 8.
 template <int kPiece>
-__device__ __forceinline__ void lds_a_mn_e4m3(uint32_t (&fa)[4][4], uint32_t stage, int m_off, int lane) {
+__device__ __forceinline__ void ldsm_a_mn(uint32_t (&raw)[4][4], uint32_t stage, int m_off, int lane) {
   const int i = lane & 7, j = lane >> 3;
   const int piece = m_off / kPiece, chunk = m_off % kPiece / 16;
   const int swz = kPiece == 128 ? i : (i >> 1) & 3;  // the box swizzle of K row 8j + i (8j keeps the phase)
   const uint32_t base = stage + piece * kQuant * kPiece + (8 * j + i) * kPiece + ((chunk ^ swz) << 4);
 #pragma unroll
+  for (int p = 0; p < 4; ++p) ldsm_x4_trans(base + 32 * p * kPiece, raw[p]);
+}
+
+// kE4M3TR, kE4M3AR: the fragments of the four wgmma m64nNk32 of the block (A from registers, the mma.m16n8k32
+// layout: words 0 / 2 rows g, words 1 / 3 rows g + 8, K bytes 4c .. 4c + 3 of 16-K chunk 0 / 1 of the step):
+// byte_perm makes the words of M rows 2g and 2g + 1 with K 2c + {0, 1, 8, 9} - the order the converters store
+// B's K in (transpose_operand) and B's pass too (prep Mode::kCopyPerm16), so the products match.
+template <int kPiece>
+__device__ __forceinline__ void lds_a_mn_e4m3(uint32_t (&fa)[4][4], uint32_t stage, int m_off, int lane) {
+  uint32_t r[4][4];
+  ldsm_a_mn<kPiece>(r, stage, m_off, lane);
+#pragma unroll
   for (int st = 0; st < 4; ++st) {
-    uint32_t r[4];
-    ldsm_x4_trans(base + 32 * st * kPiece, r);
-    fa[st][0] = __byte_perm(r[0], r[1], 0x6420), fa[st][1] = __byte_perm(r[0], r[1], 0x7531);
-    fa[st][2] = __byte_perm(r[2], r[3], 0x6420), fa[st][3] = __byte_perm(r[2], r[3], 0x7531);
+    fa[st][0] = __byte_perm(r[st][0], r[st][1], 0x6420), fa[st][1] = __byte_perm(r[st][0], r[st][1], 0x7531);
+    fa[st][2] = __byte_perm(r[st][2], r[st][3], 0x6420), fa[st][3] = __byte_perm(r[st][2], r[st][3], 0x7531);
+  }
+}
+
+// kF16AR: the f16 fragments of the k16 steps 2p and 2p + 1 (matrices 0, 1 and 2, 3 of raw[p]; the
+// mma.m16n8k16 layout: words 0 / 1 rows g / g + 8 at K 2c, 2c + 1, words 2 / 3 at K 2c + 8, 2c + 9): K in
+// order, so B's pass widens it unpermuted (prep Mode::kToF16).
+__device__ __forceinline__ void widen_a_mn_pair(const uint32_t (&raw)[4], uint32_t (&even)[4], uint32_t (&odd)[4]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t(&f)[4] = q < 2 ? even : odd;
+    const uint32_t rows = __byte_perm(raw[q], 0, 0x3120);  // M row 2g's K pair in bytes 0, 1; 2g + 1's in 2, 3
+    f[2 * (q % 2)] = f16x2_of_e4m3x2(rows, 0), f[2 * (q % 2) + 1] = f16x2_of_e4m3x2(rows, 1);
   }
 }
 
@@ -676,9 +703,9 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
                 tma_load_2d(dst, map, &full[s], k_elem, row0);
               }
             };
-            if constexpr (C::kRegA8)  // kE4M3AR: A's MN-major pieces as they lie (no cluster kernels)
-              tma_load_mn_pieces<BM, C::kPieceA>(a_dst, &map_a, &full[s], mb * BM, kb);
-            else if (sub < C::kSubA)
+            if constexpr (C::kMnA) {  // kE4M3AR, kF16AR: A's MN-major pieces as they lie (no cluster kernels)
+              if (sub == 0) tma_load_mn_pieces<BM, C::kPieceA>(a_dst, &map_a, &full[s], mb * BM, kb);
+            } else if (sub < C::kSubA)
               load(a_dst + sub * BM * kRowBytes, &map_a, BM, mb * BM, p.cluster > 1 && p.cluster_n);
             load(b_dst + sub * BN * kRowBytes, &map_b, BN, nb * BN, p.cluster > 1 && !p.cluster_n);
           }
@@ -736,10 +763,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(C::kConsumerRegs));
     const int cw = wg - 1;  // consumer index: rows [cw*64*W, (cw+1)*64*W) of the tile, wave w from row 64*w
     const int warp = tid / 32, lane = tid % 32;
-    // A thread's accumulator rows: lane / 4 and + 8 of its warp's 16; kRegA8 fragments (lds_a_mn_e4m3) make them
-    // the M rows 2 (lane / 4) and + 1.
-    constexpr int kRowStep = C::kRegA8 ? 1 : 8;
-    const int row_in_wave = warp * 16 + (C::kRegA8 ? 2 * (lane / 4) : lane / 4);  // and + kRowStep
+    // A thread's accumulator rows: lane / 4 and + 8 of its warp's 16; fragments from MN-major A (ldsm_a_mn)
+    // make them the M rows 2 (lane / 4) and + 1.
+    constexpr int kRowStep = C::kMnA ? 1 : 8;
+    const int row_in_wave = warp * 16 + (C::kMnA ? 2 * (lane / 4) : lane / 4);  // and + kRowStep
     const int first_row = cw * 64 * W;
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = ((C::kSwapped ? p.M : p.N) + kQuant - 1) / kQuant;  // b_scale blocks (along the tile rows)
@@ -847,7 +874,14 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             static_assert(kSteps == 4, "e4m3: four k32 steps per block");
             lds_a_mn_e4m3<C::kPieceA>(fa, stage, first_row + 64 * w + warp * 16, lane);
           }
-          if constexpr (C::kRegA) {
+          if constexpr (C::kRegA && C::kMnA) {
+            ldsm_a_mn<C::kPieceA>(raw, stage, first_row + 64 * w + warp * 16, lane);
+            const uint32_t mask = (keep[0] & 0x00FF00FFu) | (keep[1] & 0xFF00FF00u);  // bytes 0, 2: row +0; 1, 3: +1
+#pragma unroll
+            for (int pair = 0; pair < 4; ++pair)
+#pragma unroll
+              for (int q = 0; q < 4; ++q) raw[pair][q] &= mask;
+          } else if constexpr (C::kRegA) {
             ldsm_a_e4m3(raw, stage + (first_row + 64 * w + warp * 16) * kRowBytes, lane);
 #pragma unroll
             for (int pair = 0; pair < 4; ++pair)
@@ -858,7 +892,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
           for (int step = 0; step < kSteps; ++step) {
             if (step == 0 || (C::kRegA && step % 2 == 0)) {
-              if constexpr (C::kRegA) widen_a_pair(raw[step / 2], fa[step], fa[step + 1]);
+              if constexpr (C::kRegA && C::kMnA) widen_a_mn_pair(raw[step / 2], fa[step], fa[step + 1]);
+              else if constexpr (C::kRegA) widen_a_pair(raw[step / 2], fa[step], fa[step + 1]);
               asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
             }
             const int sub = step / kStepsPerSub, off = (step % kStepsPerSub) * 32;

@@ -29,11 +29,12 @@ STRICT_CONFIGS = ["2,128,1", "2,64,1", "1,128,1", "2,128,2", "1,128,3"]
 # the block scale (no second accumulator), and 128x96 (its b_scale split at a run-time column).
 REG_A_CONFIGS = ["3,128,1", "3,128,2", "2,96,1", "2,96,2"]
 # Strict mode's kernels: e4m3fn A widened to f16 in registers and B to f16 in global memory (the default where
-# K % 16 == 0), the same with the roles swapped (C^T = B A^T: b in registers, a widened; the cost model's
-# choice where B is much the larger), both widened to bf16 in global memory, or both to f16 in shared memory
-# by converter warps.
+# K % 16 == 0; an MN-major a copied K-major by the pass, FP8GEMM_MN=pass, or read as it lies, pass-b), the
+# same with the roles swapped (C^T = B A^T: b in registers, a widened; the cost model's choice where B is much
+# the larger), both widened to bf16 in global memory, or both to f16 in shared memory by converter warps.
 STRICT_PATHS = {
-    "f16-reg-a": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "0"},
+    "f16-reg-a": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "0", "FP8GEMM_MN": "pass"},
+    "f16-reg-a-as-it-lies": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_MN": "pass-b"},
     "f16-reg-a-swapped": {"FP8GEMM_STRICT_F16": "0", "FP8GEMM_STRICT_SWAP": "1"},
     "bf16-global": {"FP8GEMM_STRICT_BF16": "1"},
     "f16-smem": {"FP8GEMM_STRICT_F16": "1"},
@@ -99,12 +100,45 @@ def test_every_strict_configuration(fp8_gemm_cuda, env, config, m, n, k, path, m
     check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=n)
 
 
+@pytest.mark.parametrize("mn", ["pass", "pass-b"])
 @pytest.mark.parametrize("config", REG_A_CONFIGS)
 @pytest.mark.parametrize("m,n,k", [(96, 576, 256), (300, 1000, 2304), (1024, 576, 7168)])
 @pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
-def test_reg_a_only_configurations(fp8_gemm_cuda, env, config, m, n, k, mn_major):
+def test_reg_a_only_configurations(fp8_gemm_cuda, env, config, m, n, k, mn_major, mn):
     env.setenv("FP8GEMM_CONFIG", config)
+    env.setenv("FP8GEMM_MN", mn)
     check(fp8_gemm_cuda, m, n, k, mn_major, "strict", seed=m + k)
+
+
+# Strict mode on an MN-major a read into registers as it lies and widened there (FP8GEMM_MN=pass-b,
+# Elem::kF16AR), b widened by its pass (transposed, or row by row where b is K-major): every tile (the
+# three-consumer one reads A as 64-byte pieces), split-K and the tail split, tails in M, N and K.
+@pytest.mark.parametrize("b_layout", ["b-mn-major", "b-k-major"])
+@pytest.mark.parametrize("config", [*STRICT_CONFIGS, *REG_A_CONFIGS, "2,128,t"])
+@pytest.mark.parametrize("m,n,k", [(64, 64, 128), (96, 576, 256), (272, 1008, 2320), (1024, 576, 7168)])
+def test_strict_mn_major_a_in_registers(fp8_gemm_cuda, env, capfd, config, m, n, k, b_layout):
+    env.setenv("FP8GEMM_MN", "pass-b")
+    env.setenv("FP8GEMM_CONFIG", config)
+    env.setenv("FP8GEMM_VERBOSE", "1")
+    check(fp8_gemm_cuda, m, n, k, True, "strict", seed=m + k, k_major_b=b_layout == "b-k-major")
+    assert "elem=8 " in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "m,n,k,elem,forced",
+    [(6144, 576, 7168, 8, {}), (1024, 1536, 7168, 8, {}), (6144, 576, 7168, 4, {"FP8GEMM_MN": "pass"}),
+     (1024, 1536, 7168, 5, {"FP8GEMM_STRICT_SWAP": "1"}), (6144, 576, 7176, 2, {})],
+    ids=["a-as-it-lies", "a-as-it-lies-1024", "a-copied", "swapped", "k-not-multiple-of-16"],
+)  # fmt: skip
+def test_strict_mn_major_route(fp8_gemm_cuda, env, capfd, m, n, k, elem, forced):
+    # Strict mode on the challenge layout reads a as it lies (elem 8) unless told otherwise: FP8GEMM_MN=pass
+    # copies it K-major (elem 4), FP8GEMM_STRICT_SWAP=1 swaps the roles (elem 5); K % 16 != 0 widens both to
+    # bf16 (elem 2). Each correct.
+    env.setenv("FP8GEMM_VERBOSE", "1")
+    for name, value in forced.items():
+        env.setenv(name, value)
+    check(fp8_gemm_cuda, m, n, k, True, "strict", seed=m + n)
+    assert f"elem={elem} " in capfd.readouterr().err
 
 
 def test_strict_path_defaults(fp8_gemm_cuda, env, capfd):
@@ -144,29 +178,37 @@ def test_forced_swap_names_a_tile_it_lacks(fp8_gemm_cuda, env):
     check(fp8_gemm_cuda, 256, 4096, 1024, False, "strict")
 
 
+@pytest.mark.parametrize("mn_major", [False, True], ids=["k-major", "mn-major"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_three_consumer_tile_at_its_block_bound(fp8_gemm_cuda, env, capfd, seed):
+def test_three_consumer_tile_at_its_block_bound(fp8_gemm_cuda, env, capfd, seed, mn_major):
     # The units tile sums up to kUnitsMaxBlocks = 56 blocks (K = 7168) in the tensor cores' FP32: strict must
-    # hold there, and a longer K is split (a forced configuration too).
+    # hold there, and a longer K is split (a forced configuration too); MN-major: a read as it lies (elem 8).
     env.setenv("FP8GEMM_CONFIG", "3,128,1")
     env.setenv("FP8GEMM_VERBOSE", "1")
-    check(fp8_gemm_cuda, 768, 2048, 7168, False, "strict", seed=seed)
-    assert "nc=3 waves=1 bn=128 splits=1 " in capfd.readouterr().err
-    check(fp8_gemm_cuda, 384, 1024, 16384, False, "strict", seed=seed)
-    assert "nc=3 waves=1 bn=128 splits=3 " in capfd.readouterr().err
+    env.setenv("FP8GEMM_MN", "pass-b")
+    elem = 8 if mn_major else 4
+    check(fp8_gemm_cuda, 768, 2048, 7168, mn_major, "strict", seed=seed)
+    assert f"elem={elem} nc=3 waves=1 bn=128 splits=1 " in capfd.readouterr().err
+    check(fp8_gemm_cuda, 384, 1024, 16384, mn_major, "strict", seed=seed)
+    assert f"elem={elem} nc=3 waves=1 bn=128 splits=3 " in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("swap", ["0", "1"])
+@pytest.mark.parametrize("swap", ["0", "1", "mn-major"])
 @pytest.mark.parametrize("config", ["2,128,1", "2,64,1", "1,128,1", *REG_A_CONFIGS])
 def test_strict_zero_tiny_huge_and_nan_scales(fp8_gemm_cuda, env, config, swap):
     # The A-from-registers kernels keep their result in units of the current block's scale: zero scales
     # (whole rows, single blocks, a b_scale block), scales far from 1 either way and a NaN must come out as
-    # the reference has them; a row whose scales are all 0 exactly 0.
+    # the reference has them; a row whose scales are all 0 exactly 0. "mn-major": a read as it lies (its
+    # rows interleave differently in the fragments, so its zeroed rows are masked byte by byte).
     if swap == "1" and config in REG_A_CONFIGS:
         pytest.skip("the swapped kernels do not compile this tile")
     env.setenv("FP8GEMM_CONFIG", config)
-    env.setenv("FP8GEMM_STRICT_SWAP", swap)
-    a, b, a_s, b_s = make_inputs(384, 640, 2048, seed=4, device="cuda")
+    mn_major = swap == "mn-major"
+    if mn_major:
+        env.setenv("FP8GEMM_MN", "pass-b")
+    else:
+        env.setenv("FP8GEMM_STRICT_SWAP", swap)
+    a, b, a_s, b_s = make_inputs(384, 640, 2048, mn_major=mn_major, seed=4, device="cuda")
     a_s[7] = 0
     a_s[9, 3] = 0
     b_s[2, 5] = 0
