@@ -759,6 +759,13 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     launch_sm90<E, NC, BN, W>(ma, mb, ms, mc, p, ch.tail, a, sms, sw.verbose, stream); \
     return;                                                                            \
   }
+// kF16A's tiles, which kF16AR (the same kernel reading an MN-major a) compiles too.
+#define FP8GEMM_F16A_TILES(E) \
+  FP8GEMM_CASE(E, 2, 128, 1)  \
+  FP8GEMM_CASE(E, 3, 128, 1)  \
+  FP8GEMM_CASE(E, 2, 96, 1)   \
+  FP8GEMM_CASE(E, 2, 64, 1)   \
+  FP8GEMM_CASE(E, 1, 128, 1)
   if (elem == Elem::kE4M3T) {
     FP8GEMM_CASE(Elem::kE4M3T, 1, 128, 1)
   } else if (elem == Elem::kE4M3TR) {
@@ -774,17 +781,9 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kF16, 2, 64, 1)
     FP8GEMM_CASE(Elem::kF16, 1, 128, 1)
   } else if (elem == Elem::kF16A) {
-    FP8GEMM_CASE(Elem::kF16A, 2, 128, 1)
-    FP8GEMM_CASE(Elem::kF16A, 3, 128, 1)
-    FP8GEMM_CASE(Elem::kF16A, 2, 96, 1)
-    FP8GEMM_CASE(Elem::kF16A, 2, 64, 1)
-    FP8GEMM_CASE(Elem::kF16A, 1, 128, 1)
+    FP8GEMM_F16A_TILES(Elem::kF16A)
   } else if (elem == Elem::kF16AR) {
-    FP8GEMM_CASE(Elem::kF16AR, 2, 128, 1)
-    FP8GEMM_CASE(Elem::kF16AR, 3, 128, 1)
-    FP8GEMM_CASE(Elem::kF16AR, 2, 96, 1)
-    FP8GEMM_CASE(Elem::kF16AR, 2, 64, 1)
-    FP8GEMM_CASE(Elem::kF16AR, 1, 128, 1)
+    FP8GEMM_F16A_TILES(Elem::kF16AR)
   } else if (elem == Elem::kF16AS) {
     FP8GEMM_CASE(Elem::kF16AS, 2, 128, 1)
     FP8GEMM_CASE(Elem::kF16AS, 2, 64, 1)
@@ -805,6 +804,7 @@ void run_sm90(const at::Tensor &a, const at::Tensor &b, const at::Tensor &a_scal
     FP8GEMM_CASE(Elem::kE4M3, 2, 128, 2)
     FP8GEMM_CASE(Elem::kE4M3, 3, 128, 1)
   }
+#undef FP8GEMM_F16A_TILES
 #undef FP8GEMM_CASE
   TORCH_CHECK(false, "gemm: no ", strict ? "strict" : "fast", " kernel for nc=", ch.nc, ", bn=", ch.bn,
               ", waves=", ch.waves, " (FP8GEMM_CONFIG names a tile shape that is not compiled)");
