@@ -1,7 +1,7 @@
 """Fits the sm_90a cost model (kFp8Shapes / kF16AShapes / kBf16Shapes in
 kernels/fp8-gemm/gemm_cuda/gemm_cuda.cu) to one or more --sweep runs.
 
-    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|swap|mn|ar]
+    python bench/fp8_gemm_fit.py RESULTS.json [MORE.json ...] [--mode fast|strict|bf16|swap|mn|ar|strict-ar]
                                  [--shapes "..."] [--hold]
 
 The model, as in gemm_cuda.cu's choose(): per candidate tile configuration and K split, waves x (128-K blocks
@@ -16,6 +16,8 @@ MN-major sweep, against the alternative gemm_cuda.cu weighs: the transpose pass 
 rate plus a fixed µs) and the K-major kernels' pick (their constants, FAST_US, fixed); split-K's stay.
 --mode ar fits kFp8ARShapes (A read in place into registers, B through a pass) on a --sweep mn-paths run,
 weighed as gemm_cuda.cu does against the pass route and the shared-memory one (their constants fixed).
+--mode strict-ar fits kF16ARShapes (strict mode's a read as it lies) on a --sweep strict-mn run, weighed
+against both kF16A roles with their copies of the e4m3 operand (their constants fixed).
 --hold (fast) fits only the tiles that --shapes appends to FAST_SHAPES, the others' constants kept: a tile
 joins without moving the picks that earlier sweeps (which never timed it) judged.
 """
@@ -70,6 +72,8 @@ DEFAULT_SHAPES = {
     "mn": "2,1,128,1,0;2,1,64,1,0;1,1,128,1,0",
     "ar": "2,1,192,1,0;2,1,128,1,0;2,1,64,1,0;2,1,96,1,0",
 }
+# Strict mode's a read as it lies (kF16ARShapes) compiles kF16A's tiles.
+DEFAULT_SHAPES["strict-ar"] = DEFAULT_SHAPES["strict"]
 # kFp8MNShapes' µs per block: --mode ar weighs the shared-memory route with them, fixed.
 MN_US = [0.81, 0.52, 0.61]
 MN_SHAPES = parse_shapes(DEFAULT_SHAPES["mn"])
@@ -142,6 +146,11 @@ def choose(shapes, us, m, n, k, split, elem_bytes=1, strict_model=False):
 # DEFAULT_SHAPES["swap"], SWAP_US) priced on the swapped problem, plus the widening pass (WIDEN: bytes per µs,
 # fixed µs) of the operand each side widens.
 SWAP_US = [1.26, 0.75, 0.71]
+# kF16AShapes' µs per block: --mode strict-ar weighs both roles of kF16A with them (and SWAP_US), fixed.
+STRICT_US = [1.11, 0.71, 0.67, 1.56, 0.90]
+# kF16ARShapes' µs per block (--mode strict-ar's fit of logs/fp8-gemm-sweep-strict-mn-h100-e8e22b4.json).
+STRICT_AR_US = [1.07, 0.67, 0.71, 1.55, 0.83]
+STRICT_SHAPES, SWAP_SHAPES = parse_shapes(DEFAULT_SHAPES["strict"]), parse_shapes(DEFAULT_SHAPES["swap"])
 WIDEN = (3.5e6, 2.0)
 
 
@@ -153,13 +162,32 @@ def copy_pass_us(rows, k):
     return 2.0 * rows * k / WIDEN[0]
 
 
-def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"], mn=False):
-    """gemm_cuda.cu's strict choice of swapped roles; `shapes` / `us` are kF16AShapes'. `mn`: MN-major
-    operands, whose e4m3 one each role copies (transposed) too."""
-    plain = choose(shapes, us, m, n, k, split, 2, strict_model=True)[2]
-    swapped = choose(parse_shapes(DEFAULT_SHAPES["swap"]), SWAP_US, n, m, k, split, 2, strict_model=True)[2]
+def strict_roles(shapes, us, m, n, k, split=SPLIT["strict"], mn=False):
+    """gemm_cuda.cu's strict picks of both roles with their end-to-end costs: ((plain pick, cost), (swapped
+    pick, cost)); `shapes` / `us` are kF16AShapes'. `mn`: MN-major operands, whose e4m3 one each role copies
+    (transposed) too."""
+    plain = choose(shapes, us, m, n, k, split, 2, strict_model=True)
+    swapped = choose(SWAP_SHAPES, SWAP_US, n, m, k, split, 2, strict_model=True)
     copy_a, copy_b = (copy_pass_us(m, k), copy_pass_us(n, k)) if mn else (0.0, 0.0)
-    return swapped + widen_pass_us(m, k) + copy_b < plain + widen_pass_us(n, k) + copy_a
+    return (
+        (plain, plain[2] + widen_pass_us(n, k) + copy_a),
+        (swapped, swapped[2] + widen_pass_us(m, k) + copy_b),
+    )
+
+
+def takes_swap(shapes, us, m, n, k, split=SPLIT["strict"], mn=False):
+    """gemm_cuda.cu's strict choice of swapped roles (see strict_roles)."""
+    (_, plain_us), (_, swap_us) = strict_roles(shapes, us, m, n, k, split, mn)
+    return swap_us < plain_us
+
+
+def strict_mn_route(ar_shapes, ar_us, split, m, n, k):
+    """gemm_cuda.cu's strict choice on MN-major e4m3fn operands (K % 16 == 0): ("plain" | "swap" | "ar",
+    its pick); `ar_shapes` / `ar_us` are kF16ARShapes', the roles' constants fixed."""
+    plain, swapped = strict_roles(STRICT_SHAPES, STRICT_US, m, n, k, split, mn=True)
+    (route, (pick, cost)) = ("swap", swapped) if swapped[1] < plain[1] else ("plain", plain)
+    ar = choose(ar_shapes, ar_us, m, n, k, split, 2, strict_model=True)
+    return ("ar", ar) if ar[2] + widen_pass_us(n, k) < cost else (route, pick)
 
 
 @functools.cache
@@ -207,8 +235,16 @@ def swept_split(sweep, key_of, splits):
 
 def pick_time(rec, shapes, us, split):
     """The swept time of the model's pick; in mn mode `split` holds TRANSPOSE's two constants; in ar mode
-    `shapes` / `us` are kFp8ARShapes' and `split` is TRANSPOSE."""
+    `shapes` / `us` are kFp8ARShapes' and `split` is TRANSPOSE; in strict-ar mode kF16ARShapes'."""
     m, n, k, sweep = rec["M"], rec["N"], rec["K"], rec["sweep"]
+    if rec.get("routes") == "strict":
+        route, (i, splits, _) = strict_mn_route(shapes, us, split, m, n, k)
+        tiles, prefix = {
+            "plain": (STRICT_SHAPES, ""),
+            "swap": (SWAP_SHAPES, SWAPPED),
+            "ar": (shapes, AR_PREFIX),
+        }[route]
+        return swept_split(sweep, lambda s: prefix + config_key(tiles[i], s), splits)
     if rec.get("routes"):
         route, pick = mn_route(shapes, us, split, m, n, k)
         if route == "pass":
@@ -255,11 +291,13 @@ def swapped_entries(sweep):
 
 def load_records(path, mode):
     """The swept records of `mode` (fast, strict: K-major; mn: fast on MN-major; bf16: strict sweeps of the
-    bf16 path; swap: strict's swapped entries, as the N x M problem), each with its swept best."""
-    swap, routes = mode == "swap", mode == "ar"
+    bf16 path; swap: strict's swapped entries, as the N x M problem; ar, strict-ar: --sweep mn-paths /
+    strict-mn records, every route timed), each with its swept best."""
+    swap, routes = mode == "swap", {"ar": True, "strict-ar": "strict"}.get(mode)
     layouts = {
         "mn": ("fast", "mn-major"),
         "ar": ("fast", "mn-major"),
+        "strict-ar": ("strict", "mn-major"),
         "bf16": ("strict", "k-major"),
         "swap": ("strict", "k-major"),
     }
@@ -270,13 +308,13 @@ def load_records(path, mode):
     if swap:
         as_swapped = [dict(r, M=r["N"], N=r["M"], sweep=swapped_entries(r["sweep"])) for r in recs]
         recs = [r for r in as_swapped if r["sweep"]]
-    if routes:  # --sweep mn-paths records: every route timed
-        recs = [dict(r, routes=True) for r in recs if any(key.startswith(AR_PREFIX) for key in r["sweep"])]
+    if routes:
+        recs = [dict(r, routes=routes) for r in recs if any(key.startswith(AR_PREFIX) for key in r["sweep"])]
     for r in recs:
         swept = [
             (k, v)
             for k, v in r["sweep"].items()
-            if (k.count(",") == 4 and not k.startswith(SWAPPED)) or k == "pass"
+            if (k.count(",") == 4 and (routes == "strict" or not k.startswith(SWAPPED))) or k == "pass"
             if routes or not k.startswith(AR_PREFIX)
         ]
         r["best_key"], best = min(swept, key=lambda kv: kv[1]["us"])
@@ -288,7 +326,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("json", nargs="+", help="sweep results; several are fitted together")
     ap.add_argument("--shapes", help="candidates, in kFp8Shapes / kBf16Shapes order")
-    ap.add_argument("--mode", choices=["fast", "strict", "bf16", "swap", "mn", "ar"], default="fast")
+    ap.add_argument(
+        "--mode", choices=["fast", "strict", "bf16", "swap", "mn", "ar", "strict-ar"], default="fast"
+    )
     ap.add_argument("--hold", action="store_true", help="fast: fit only the tiles --shapes appends")
     args = ap.parse_args()
     shapes = parse_shapes(args.shapes or DEFAULT_SHAPES[args.mode])
@@ -321,7 +361,8 @@ def main():
             ap.error("--hold: --mode fast, with --shapes starting with FAST_SHAPES' candidates")
         us[:held] = FAST_US
 
-    fixed_tail = held or args.mode == "ar"  # ar: the transpose pass's constants are mn's, not refitted
+    # ar: the transpose pass's constants are mn's, strict-ar: the split's are strict's, not refitted
+    fixed_tail = held or args.mode in ("ar", "strict-ar")
 
     def search(params):
         score = score_of(params)
@@ -336,7 +377,8 @@ def main():
         return score_of(rounded), rounded
 
     mn_like = args.mode in ("mn", "ar")
-    starts = [TRANSPOSE, (2.5e6, 3.0)] if mn_like else [SPLIT[args.mode], (2.0, 3e6), (1.0, 6e6)]
+    split_mode = "strict" if args.mode == "strict-ar" else args.mode
+    starts = [TRANSPOSE, (2.5e6, 3.0)] if mn_like else [SPLIT[split_mode], (2.0, 3e6), (1.0, 6e6)]
     starts = starts[:1] if fixed_tail else starts
     score, params = min(search(us + list(split)) for split in starts)
     us, split = params[:-2], params[-2:]
