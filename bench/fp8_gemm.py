@@ -419,16 +419,19 @@ def strict_swap_cases():
     return [({"FP8GEMM_CONFIG": cfg, **forced}, fit.SWAPPED + cfg) for cfg in STRICT_SWAP_SWEEP]
 
 
+def read_as_it_lies_cases(configs):
+    """sweep_shape's cases of an MN-major a read into registers as it lies (FP8GEMM_MN=pass-b)."""
+    return [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, fit.AR_PREFIX + cfg) for cfg in configs]
+
+
 def mn_path_cases():
-    """sweep_shape's extra cases on MN-major operands: the transpose pass, kE4M3AR's tiles ("ar:CONFIG")."""
-    ar = [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, fit.AR_PREFIX + cfg) for cfg in AR_SWEEP]
-    return [({"FP8GEMM_MN": "pass"}, "pass"), *ar]
+    """sweep_shape's extra cases on MN-major operands: the transpose pass, kE4M3AR's tiles."""
+    return [({"FP8GEMM_MN": "pass"}, "pass"), *read_as_it_lies_cases(AR_SWEEP)]
 
 
 def strict_mn_cases():
     """sweep_shape's extra cases for strict mode on MN-major operands: the swapped tiles, kF16AR's tiles."""
-    ar = [({"FP8GEMM_CONFIG": cfg, "FP8GEMM_MN": "pass-b"}, fit.AR_PREFIX + cfg) for cfg in STRICT_SWEEP]
-    return [*strict_swap_cases(), *ar]
+    return [*strict_swap_cases(), *read_as_it_lies_cases(STRICT_SWEEP)]
 
 
 def sweep_model_shape(ops, m, n, k, mode):

@@ -874,19 +874,16 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             static_assert(kSteps == 4, "e4m3: four k32 steps per block");
             lds_a_mn_e4m3<C::kPieceA>(fa, stage, first_row + 64 * w + warp * 16, lane);
           }
-          if constexpr (C::kRegA && C::kMnA) {
-            ldsm_a_mn<C::kPieceA>(raw, stage, first_row + 64 * w + warp * 16, lane);
-            const uint32_t mask = (keep[0] & 0x00FF00FFu) | (keep[1] & 0xFF00FF00u);  // bytes 0, 2: row +0; 1, 3: +1
+          if constexpr (C::kRegA) {
+            const int row = first_row + 64 * w + warp * 16;
+            if constexpr (C::kMnA) ldsm_a_mn<C::kPieceA>(raw, stage, row, lane);
+            else ldsm_a_e4m3(raw, stage + row * kRowBytes, lane);
+            // K-major: matrices 0 / 2 hold rows +0, 1 / 3 rows +8; MN-major: bytes 0, 2 row +0, bytes 1, 3 row +1.
+            const uint32_t mn_mask = (keep[0] & 0x00FF00FFu) | (keep[1] & 0xFF00FF00u);
 #pragma unroll
             for (int pair = 0; pair < 4; ++pair)
 #pragma unroll
-              for (int q = 0; q < 4; ++q) raw[pair][q] &= mask;
-          } else if constexpr (C::kRegA) {
-            ldsm_a_e4m3(raw, stage + (first_row + 64 * w + warp * 16) * kRowBytes, lane);
-#pragma unroll
-            for (int pair = 0; pair < 4; ++pair)
-#pragma unroll
-              for (int q = 0; q < 4; ++q) raw[pair][q] &= keep[q % 2];  // matrices 0 / 2: rows +0; 1 / 3: +8
+              for (int q = 0; q < 4; ++q) raw[pair][q] &= C::kMnA ? mn_mask : keep[q % 2];
           }
           fence_regs(a);
 #pragma unroll
