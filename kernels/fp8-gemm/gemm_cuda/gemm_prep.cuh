@@ -36,9 +36,20 @@ __device__ __forceinline__ void perm16_e4m3(const uint32_t (&g)[4], uint32_t *o)
 }
 
 // The e4m3 pair in bytes 2h, 2h + 1 of w as f16x2 (exact; the lower byte in the lower half): one cvt for two.
+// On sm_89+ the half is named in the cvt's operand, which ptxas folds into F2FP's .H1 source selector (the
+// intrinsic's shift cost one SHF per high half: 16 per 128-K block in the register-A consumers).
 __device__ __forceinline__ uint32_t f16x2_of_e4m3x2(uint32_t w, int h) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t d;
+  if (h == 0)
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "=r"(d) : "r"(w));
+  else
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(d) : "r"(w));
+  return d;
+#else
   const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w >> (16 * h)), __NV_E4M3);
   return uint32_t(r.x) | uint32_t(r.y) << 16;
+#endif
 }
 
 // fnuz bits read as fn are the fn value x2 (the kernel scales by 1/4); 0x80 (fnuz NaN) becomes fn NaN and

@@ -193,11 +193,14 @@ struct Config {
   // (those tiles store from registers).
   static constexpr int kStoreCols = store_cols(BN);
   static constexpr int kEpiBytes = E == Elem::kF16 || BN % 32 != 0 ? 0 : W * 64 * BN * 2;
+  // K-major A widened in registers by three or more consumers (the units tile): the rows of a block whose scale
+  // is 0 are read from 8 zeroed 128-byte rows instead of being masked after the load.
+  static constexpr int kZeroBytes = kRegA && !kMnA && !kSwapped && NC >= 3 ? 8 * kRowBytes : 0;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
     return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + raw_stages * kRawBytes + NC * kEpiBytes +
-           (stages + raw_stages) * 16 + kSplitFlagBytes;
+           (stages + raw_stages) * 16 + kSplitFlagBytes + kZeroBytes;
   }
 };
 
@@ -352,10 +355,11 @@ __device__ __forceinline__ float select_f32(bool p, float a, float b) {
   return r;
 }
 
-// 1/x within 1 ulp, subnormal results kept (no .ftz).
-__device__ __forceinline__ float rcp_approx(float x) {
+// 1/x within 1 ulp for normal x and 1/x (one MUFU.RCP: without .ftz ptxas wraps it in range scaling for
+// subnormal inputs and results, five more instructions).
+__device__ __forceinline__ float rcp_ftz(float x) {
   float r;
-  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
 
@@ -410,12 +414,15 @@ using prep::f16x2_of_e4m3x2;
 // steps of f16 fragments. ldmatrix hands thread c of a row 4 consecutive K bytes, so the fragment's K pairs
 // 2c / 2c + 8 hold K 4c, 4c + 1 / 4c + 2, 4c + 3: B is stored with the same permutation of every 16 K (prep
 // Mode::kToF16Perm), which leaves the products unchanged.
-__device__ __forceinline__ void ldsm_a_e4m3(uint32_t (&raw)[4][4], uint32_t rows, int lane) {
-  const int row = (lane & 7) + (lane & 8);  // matrices 0 / 2: rows 0-7, 1 / 3: rows 8-15
+// The lane's ldmatrix row of the warp's 16: matrices 0 / 2 rows 0-7, 1 / 3 rows 8-15. `row_addr` is that row's
+// address (or one of 8 zeroed rows with the same row % 8, which keeps the swizzle arithmetic).
+__device__ __forceinline__ int ldsm_a_row(int lane) { return (lane & 7) + (lane & 8); }
+__device__ __forceinline__ void ldsm_a_e4m3(uint32_t (&raw)[4][4], uint32_t row_addr, int lane) {
+  const int row = ldsm_a_row(lane);
 #pragma unroll
   for (int pair = 0; pair < 4; ++pair) {
     const int chunk = 2 * pair + (lane >> 4);
-    ldsm_x4(rows + row * kRowBytes + ((chunk ^ (row & 7)) << 4), raw[pair]);
+    ldsm_x4(row_addr + ((chunk ^ (row & 7)) << 4), raw[pair]);
   }
 }
 __device__ __forceinline__ void widen_a_pair(const uint32_t (&raw)[4], uint32_t (&even)[4], uint32_t (&odd)[4]) {
@@ -537,11 +544,18 @@ __device__ __forceinline__ void lds_a_mn_e4m3(uint32_t (&fa)[4][4], uint32_t sta
 // kF16AR: the f16 fragments of the k16 steps 2p and 2p + 1 (matrices 0, 1 and 2, 3 of raw[p]; the
 // mma.m16n8k16 layout: words 0 / 1 rows g / g + 8 at K 2c, 2c + 1, words 2 / 3 at K 2c + 8, 2c + 9): K in
 // order, so B's pass widens it unpermuted (prep Mode::kToF16).
-__device__ __forceinline__ void widen_a_mn_pair(const uint32_t (&raw)[4], uint32_t (&even)[4], uint32_t (&odd)[4]) {
+// `sel`: kMnPairs, or with a masked row's bytes taken from the zero operand (mn_pairs_kept).
+constexpr uint32_t kMnPairs = 0x3120;  // M row 2g's K pair in bytes 0, 1; 2g + 1's in 2, 3
+__device__ __forceinline__ uint32_t mn_pairs_kept(const uint32_t (&keep)[2]) {
+  const uint32_t kept = (keep[0] & 0x00FFu) | (keep[1] & 0xFF00u);  // selector bytes of rows 2g / 2g + 1
+  return (kMnPairs & kept) | (0x4444u & ~kept);
+}
+__device__ __forceinline__ void widen_a_mn_pair(const uint32_t (&raw)[4], uint32_t (&even)[4], uint32_t (&odd)[4],
+                                                uint32_t sel) {
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     uint32_t(&f)[4] = q < 2 ? even : odd;
-    const uint32_t rows = __byte_perm(raw[q], 0, 0x3120);  // M row 2g's K pair in bytes 0, 1; 2g + 1's in 2, 3
+    const uint32_t rows = __byte_perm(raw[q], 0, sel);
     f[2 * (q % 2)] = f16x2_of_e4m3x2(rows, 0), f[2 * (q % 2) + 1] = f16x2_of_e4m3x2(rows, 1);
   }
 }
@@ -615,6 +629,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   uint64_t *raw_full = empty + S;
   uint64_t *raw_empty = raw_full + R;
   int *split_flag = reinterpret_cast<int *>(raw_empty + R);
+  const uint32_t zero_rows_u32 = smem_u32(split_flag) + kSplitFlagBytes;  // C::kZeroBytes, 16-byte aligned
   const uint32_t tiles_u32 = smem_u32(tiles), scales_u32 = smem_u32(scales);
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -634,6 +649,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       mbar_init(&raw_empty[r], C::kConverterWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int i = 0; i < C::kZeroBytes; i += 16) sts128(zero_rows_u32 + i, 0, 0, 0, 0);
     prefetch_map(&map_a);
     prefetch_map(&map_b);
     prefetch_map(&map_as);
@@ -810,10 +826,13 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
       const int nblk_lo = min((C::kSwapped ? mb * BM : n0) / kQuant, NB - 1), nblk_hi = min(nblk_lo + 1, NB - 1);
       const int hi_from = (nblk_lo + 1) * kQuant - n0;
       const int m_row = mb * BM + first_row + row_in_wave;  // of wave 0; and + kRowStep, +64*w
-      float res_unit[W][2];  // kUnits: the scale res[w] is in, rows +0 / +8
+      // kUnits: the scale res[w] is in, rows +0 / +8, times kUnitScale: held scales lie in [2^-64, 2^128), so
+      // the scaled units and their reciprocals are normal numbers and rcp_ftz is exact to 1 ulp on them.
+      constexpr float kUnitScale = 0x1p-32f;
+      float res_unit[W][2];
 #pragma unroll
       for (int w = 0; w < W; ++w) {
-        res_unit[w][0] = res_unit[w][1] = 1.f;
+        res_unit[w][0] = res_unit[w][1] = kUnitScale;
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) res[w][i] = 0.f;
       }
@@ -832,6 +851,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
         // the first (lo) and second (hi) b_scale block; waits for the block's stage (slot `s`).
         struct Factors {
           float lo[W][2], hi[W][2];
+          float sb_lo;  // the first b_scale block's factor
         };
         auto stage_factors = [&](int kb, int s, uint32_t phase) __attribute__((always_inline)) {
           const float sb_lo = sb_next_lo * p.scale_mul, sb_hi = sb_next_hi * p.scale_mul;
@@ -842,6 +862,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           }
           mbar_wait(&full[s], phase);
           Factors f;
+          f.sb_lo = sb_lo;
           if constexpr (C::kSwapped) {  // the tile's one b_scale; the columns' scales come in the promotion
 #pragma unroll
             for (int w = 0; w < W; ++w) f.lo[w][0] = f.lo[w][1] = f.hi[w][0] = f.hi[w][1] = sb_lo;
@@ -862,9 +883,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int h = 0; h < 2; ++h) f.lo[w][h] = sa[w][h] * sb_lo, f.hi[w][h] = sa[w][h] * sb_hi;
           return f;
         };
-        // Issues wave w's wgmma of the stage in slot `s` into `a` (one commit group); with A from registers,
-        // the rows +0 / +8 of its fragments ANDed with keep[0] / keep[1].
-        auto issue = [&](float(&a)[kAcc], int s, int w, const uint32_t(&keep)[2]) __attribute__((always_inline)) {
+        // Issues wave w's wgmma of the stage in slot `s` into `a` (one commit group); with A from registers and
+        // kUnits, the fragments' rows +0 / +8 zeroed where keep[0] / keep[1] is 0 (f: the block's factors).
+        auto issue = [&](float(&a)[kAcc], int s, int w, const uint32_t(&keep)[2], const Factors &f)
+                         __attribute__((always_inline)) {
           const uint32_t stage = tiles_u32 + s * (C::kABytes + C::kBBytes);
           const uint64_t a_desc = smem_desc(stage + first_row * kRowBytes), b_desc = smem_desc(stage + C::kABytes);
           // A from registers: the block's e4m3 bytes loaded at once, each pair of steps widened just before its
@@ -874,22 +896,31 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             static_assert(kSteps == 4, "e4m3: four k32 steps per block");
             lds_a_mn_e4m3<C::kPieceA>(fa, stage, first_row + 64 * w + warp * 16, lane);
           }
+          // Zeroed rows (kUnits) cost no instruction per word: MN-major ones are dropped by the byte permute
+          // that widening needs anyway (mn_sel), K-major ones are read from zero rows: each lane computes the
+          // factor of the row it addresses, as rescale does for its own rows (the same product, so the same
+          // zero test).
+          [[maybe_unused]] uint32_t mn_sel = kMnPairs;
           if constexpr (C::kRegA) {
             const int row = first_row + 64 * w + warp * 16;
-            if constexpr (C::kMnA) ldsm_a_mn<C::kPieceA>(raw, stage, row, lane);
-            else ldsm_a_e4m3(raw, stage + row * kRowBytes, lane);
-            // K-major: matrices 0 / 2 hold rows +0, 1 / 3 rows +8; MN-major: bytes 0, 2 row +0, bytes 1, 3 row +1.
-            const uint32_t mn_mask = (keep[0] & 0x00FF00FFu) | (keep[1] & 0xFF00FF00u);
-#pragma unroll
-            for (int pair = 0; pair < 4; ++pair)
-#pragma unroll
-              for (int q = 0; q < 4; ++q) raw[pair][q] &= C::kMnA ? mn_mask : keep[q % 2];
+            if constexpr (C::kMnA) {
+              ldsm_a_mn<C::kPieceA>(raw, stage, row, lane);
+              mn_sel = mn_pairs_kept(keep);
+            } else {
+              const int lane_row = ldsm_a_row(lane);
+              uint32_t row_addr = stage + (row + lane_row) * kRowBytes;
+              if constexpr (C::kZeroBytes > 0) {
+                const float s_lane = lds_f32(scales_u32 + (s * C::kScaleRows + row + lane_row) * 4) * f.sb_lo;
+                if (s_lane == 0.f) row_addr = zero_rows_u32 + (lane_row & 7) * kRowBytes;
+              }
+              ldsm_a_e4m3(raw, row_addr, lane);
+            }
           }
           fence_regs(a);
 #pragma unroll
           for (int step = 0; step < kSteps; ++step) {
             if (step == 0 || (C::kRegA && step % 2 == 0)) {
-              if constexpr (C::kRegA && C::kMnA) widen_a_mn_pair(raw[step / 2], fa[step], fa[step + 1]);
+              if constexpr (C::kRegA && C::kMnA) widen_a_mn_pair(raw[step / 2], fa[step], fa[step + 1], mn_sel);
               else if constexpr (C::kRegA) widen_a_pair(raw[step / 2], fa[step], fa[step + 1]);
               asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
             }
@@ -952,10 +983,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             keep[h] = s != 0.f ? ~0u : 0u;
             // (a NaN scale stays NaN). This is on each block's path to its wgmma (they accumulate into res):
             // selects rather than the branches ptxas makes of the conditionals, and a 1-ulp reciprocal instead of
-            // the IEEE division (its slow-path branch and call; a relative error of ~1e-7 per block).
+            // the IEEE division (its slow-path branch and call; a relative error of ~1e-7 per block) on units
+            // scaled into the normal range.
             const float held = select_f32(fabsf(s) < kMinUnit, copysignf(kMinUnit, s), s);
-            const float next = select_f32(s == 0.f, res_unit[w][h], held);
-            ratio[h] = res_unit[w][h] * rcp_approx(next);
+            const float next = select_f32(s == 0.f, res_unit[w][h], held * kUnitScale);
+            ratio[h] = res_unit[w][h] * rcp_ftz(next);
             res_unit[w][h] = next;
           }
           fence_regs(res[w]);
@@ -970,7 +1002,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           auto next = [&](float(&a)[kAcc], int kb, int &s, Factors &f) __attribute__((always_inline)) {
             s = pos.slot;
             f = stage_factors(kb, s, pos.phase);
-            issue(a, s, 0, keep_all);
+            issue(a, s, 0, keep_all, f);
             pos.advance(S);
           };
           auto retire = [&](float(&a)[kAcc], int s, const Factors &f) __attribute__((always_inline)) {
@@ -1011,7 +1043,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             for (int w = 0; w < W; ++w) rescale(f, w, keep[w]);
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-              issue(res[w], s, w, keep[w]);
+              issue(res[w], s, w, keep[w], f);
               asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
               if (w == W - 1) release(s);
             }
@@ -1023,7 +1055,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             const Factors f = stage_factors(kb, s, pos.phase);
 #pragma unroll
             for (int w = 0; w < W; ++w) {
-              issue(acc, s, w, keep_all);
+              issue(acc, s, w, keep_all, f);
               asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
               const ColFactors cf = column_factors(s, f);
               if (w == W - 1) release(s);  // the last wave has read the stage
@@ -1038,7 +1070,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
         for (int w = 0; w < W; ++w)
 #pragma unroll
-          for (int i = 0; i < kAcc; ++i) res[w][i] *= res_unit[w][(i >> 1) & 1];
+          for (int i = 0; i < kAcc; ++i) res[w][i] *= res_unit[w][(i >> 1) & 1] * (1.f / kUnitScale);
       } else if (C::kSwapped || hi_from >= BN) {
         k_loop(std::integral_constant<int, BN>{});
       } else if constexpr (BN == 96) {  // n0 % 128 is 96, 64 or 32 (or past N in a cluster: results dropped)
