@@ -200,7 +200,7 @@ struct Config {
   // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
   static int smem_bytes(int stages, int raw_stages) {
     return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + raw_stages * kRawBytes + NC * kEpiBytes +
-           (stages + raw_stages) * 16 + kSplitFlagBytes + kZeroBytes;
+           (stages + raw_stages) * 16 + kSplitFlagBytes + (kZeroBytes > 0 ? kZeroBytes + 112 : 0);
   }
 };
 
@@ -398,6 +398,13 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
 
 __device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
 
+// `v` through an opaque move: ptxas keeps it in a register instead of recomputing it from the thread index in
+// every iteration of the loop that uses it (which it does for the consumers' lane offsets under register pressure).
+__device__ __forceinline__ uint32_t pinned_u32(uint32_t v) {
+  asm volatile("mov.b32 %0, %0;" : "+r"(v));
+  return v;
+}
+
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -414,16 +421,21 @@ using prep::f16x2_of_e4m3x2;
 // steps of f16 fragments. ldmatrix hands thread c of a row 4 consecutive K bytes, so the fragment's K pairs
 // 2c / 2c + 8 hold K 4c, 4c + 1 / 4c + 2, 4c + 3: B is stored with the same permutation of every 16 K (prep
 // Mode::kToF16Perm), which leaves the products unchanged.
-// The lane's ldmatrix row of the warp's 16: matrices 0 / 2 rows 0-7, 1 / 3 rows 8-15. `row_addr` is that row's
-// address (or one of 8 zeroed rows with the same row % 8, which keeps the swizzle arithmetic).
+// The lane's ldmatrix row of the warp's 16: matrices 0 / 2 rows 0-7, 1 / 3 rows 8-15, and its first 16-byte
+// chunk (2 pair + lane / 16, swizzled: XOR row % 8) as a byte offset into the row.
 __device__ __forceinline__ int ldsm_a_row(int lane) { return (lane & 7) + (lane & 8); }
-__device__ __forceinline__ void ldsm_a_e4m3(uint32_t (&raw)[4][4], uint32_t row_addr, int lane) {
+__device__ __forceinline__ uint32_t ldsm_a_chunk(int lane) { return ((lane >> 4) ^ (ldsm_a_row(lane) & 7)) << 4; }
+// `chunk0` = the lane's row address (128-byte aligned; or one of 8 zeroed rows with the same row % 8) plus
+// ldsm_a_chunk: pair p's chunk is chunk0 XOR 32p, one instruction per ldmatrix (the address arithmetic
+// recomputed per block cost the two-consumer loop ~20 instructions).
+// kXor false: the address computed per pair from the lane's row (`chunk0` then the row address): the 96-wide
+// tile measured 1.07x slower with the XOR form on the H100, the 64- and 128-wide ones 0.94-0.96x.
+template <bool kXor = true>
+__device__ __forceinline__ void ldsm_a_e4m3(uint32_t (&raw)[4][4], uint32_t chunk0, int lane) {
   const int row = ldsm_a_row(lane);
 #pragma unroll
-  for (int pair = 0; pair < 4; ++pair) {
-    const int chunk = 2 * pair + (lane >> 4);
-    ldsm_x4(row_addr + ((chunk ^ (row & 7)) << 4), raw[pair]);
-  }
+  for (int pair = 0; pair < 4; ++pair)
+    ldsm_x4(kXor ? chunk0 ^ (pair << 5) : chunk0 + (((2 * pair + (lane >> 4)) ^ (row & 7)) << 4), raw[pair]);
 }
 __device__ __forceinline__ void widen_a_pair(const uint32_t (&raw)[4], uint32_t (&even)[4], uint32_t (&odd)[4]) {
 #pragma unroll
@@ -516,14 +528,22 @@ __device__ __forceinline__ void transpose_stage(uint32_t src, uint32_t dst, int 
 // 32p + 8j .. 32p + 8j + 7 (the warp's 16-byte M chunk of each), which gives lane (g, c) the M byte pair 2g,
 // 2g + 1 at K 32p + 8j + 2c (bytes 0, 1) and + 1 (bytes 2, 3). The fragments made of them put M row 2g in the
 // accumulator's row g and 2g + 1 in row g + 8.
+// ldsm_a_mn_lane: the lane's byte offset in the stage (its first K row's chunk), ldsm_a_mn_at: the loads from it.
 template <int kPiece>
-__device__ __forceinline__ void ldsm_a_mn(uint32_t (&raw)[4][4], uint32_t stage, int m_off, int lane) {
+__device__ __forceinline__ uint32_t ldsm_a_mn_lane(int m_off, int lane) {
   const int i = lane & 7, j = lane >> 3;
   const int piece = m_off / kPiece, chunk = m_off % kPiece / 16;
   const int swz = kPiece == 128 ? i : (i >> 1) & 3;  // the box swizzle of K row 8j + i (8j keeps the phase)
-  const uint32_t base = stage + piece * kQuant * kPiece + (8 * j + i) * kPiece + ((chunk ^ swz) << 4);
+  return piece * kQuant * kPiece + (8 * j + i) * kPiece + ((chunk ^ swz) << 4);
+}
+template <int kPiece>
+__device__ __forceinline__ void ldsm_a_mn_at(uint32_t (&raw)[4][4], uint32_t base) {
 #pragma unroll
   for (int p = 0; p < 4; ++p) ldsm_x4_trans(base + 32 * p * kPiece, raw[p]);
+}
+template <int kPiece>
+__device__ __forceinline__ void ldsm_a_mn(uint32_t (&raw)[4][4], uint32_t stage, int m_off, int lane) {
+  ldsm_a_mn_at<kPiece>(raw, stage + ldsm_a_mn_lane<kPiece>(m_off, lane));
 }
 
 // kE4M3TR, kE4M3AR: the fragments of the four wgmma m64nNk32 of the block (A from registers, the mma.m16n8k32
@@ -629,7 +649,8 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
   uint64_t *raw_full = empty + S;
   uint64_t *raw_empty = raw_full + R;
   int *split_flag = reinterpret_cast<int *>(raw_empty + R);
-  const uint32_t zero_rows_u32 = smem_u32(split_flag) + kSplitFlagBytes;  // C::kZeroBytes, 16-byte aligned
+  // C::kZeroBytes of zeroes, 128-byte aligned (their rows take ldsm_a_e4m3's XOR addressing)
+  const uint32_t zero_rows_u32 = (smem_u32(split_flag) + kSplitFlagBytes + 127) & ~127u;
   const uint32_t tiles_u32 = smem_u32(tiles), scales_u32 = smem_u32(scales);
 
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
@@ -786,6 +807,12 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     const int first_row = cw * 64 * W;
     const int col_in_tile = (lane % 4) * 2;        // + 8*j
     const int NB = ((C::kSwapped ? p.M : p.N) + kQuant - 1) / kQuant;  // b_scale blocks (along the tile rows)
+    // Byte offsets in a stage of this thread's rows' A scales and (A in registers) of the chunk its ldmatrix
+    // lane addresses first (wave 0), pinned in registers.
+    const uint32_t sa_lane_off = pinned_u32((first_row + row_in_wave) * 4);
+    [[maybe_unused]] const uint32_t a_lane_off =
+        pinned_u32(C::kMnA ? ldsm_a_mn_lane<C::kPieceA>(first_row + warp * 16, lane)
+                           : (first_row + warp * 16 + ldsm_a_row(lane)) * kRowBytes + ldsm_a_chunk(lane));
     constexpr int kRes = W * kAcc;  // result floats per thread
     // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
@@ -872,7 +899,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           // wgmma wait, they were seen overwritten by the stage's next TMA on large grids
           // (bench/results/fp8-gemm-h200-8f743ec.md).
           float sa[W][2];
-          const uint32_t sa_base = scales_u32 + (s * C::kScaleRows + first_row + row_in_wave) * 4;
+          const uint32_t sa_base = scales_u32 + s * C::kScaleRows * 4 + sa_lane_off;
 #pragma unroll
           for (int w = 0; w < W; ++w)
 #pragma unroll
@@ -902,18 +929,20 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
           // zero test).
           [[maybe_unused]] uint32_t mn_sel = kMnPairs;
           if constexpr (C::kRegA) {
-            const int row = first_row + 64 * w + warp * 16;
             if constexpr (C::kMnA) {
-              ldsm_a_mn<C::kPieceA>(raw, stage, row, lane);
+              static_assert(W == 1, "MN-major A in registers: one wave");
+              ldsm_a_mn_at<C::kPieceA>(raw, stage + a_lane_off);
               mn_sel = mn_pairs_kept(keep);
             } else {
-              const int lane_row = ldsm_a_row(lane);
-              uint32_t row_addr = stage + (row + lane_row) * kRowBytes;
-              if constexpr (C::kZeroBytes > 0) {
-                const float s_lane = lds_f32(scales_u32 + (s * C::kScaleRows + row + lane_row) * 4) * f.sb_lo;
-                if (s_lane == 0.f) row_addr = zero_rows_u32 + (lane_row & 7) * kRowBytes;
+              constexpr bool kXor = BN != 96;
+              uint32_t chunk0 = kXor ? stage + 64 * w * kRowBytes + a_lane_off
+                                     : stage + (first_row + 64 * w + warp * 16 + ldsm_a_row(lane)) * kRowBytes;
+              if constexpr (C::kZeroBytes > 0) {  // the lane's row is a_lane_off / 128; % 1024: its row % 8, chunk
+                const uint32_t s_off = (s * C::kScaleRows + 64 * w) * 4 + (a_lane_off >> 7) * 4;
+                if (lds_f32(scales_u32 + s_off) * f.sb_lo == 0.f)
+                  chunk0 = zero_rows_u32 + (kXor ? a_lane_off % 1024 : a_lane_off % 1024 & ~127u);
               }
-              ldsm_a_e4m3(raw, row_addr, lane);
+              ldsm_a_e4m3<kXor>(raw, chunk0, lane);
             }
           }
           fence_regs(a);
