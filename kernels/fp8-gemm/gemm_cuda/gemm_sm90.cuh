@@ -197,7 +197,8 @@ struct Config {
   // is 0 are read from 8 zeroed 128-byte rows instead of being masked after the load.
   static constexpr int kZeroBytes = kRegA && !kMnA && !kSwapped && NC >= 3 ? 8 * kRowBytes : 0;
   // smem: [stages x (A | B)] 1024-aligned tiles, [raw_stages x e4m3 (A | B)], [NC x output staging],
-  // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag.
+  // [stages x a_scale], mbarriers (full/empty per stage and per raw stage), flag, zero rows (128-byte aligned:
+  // up to 112 bytes of padding after the 16-byte aligned flag).
   static int smem_bytes(int stages, int raw_stages) {
     return 1024 + stages * (kABytes + kBBytes + kScaleBytes) + raw_stages * kRawBytes + NC * kEpiBytes +
            (stages + raw_stages) * 16 + kSplitFlagBytes + (kZeroBytes > 0 ? kZeroBytes + 112 : 0);
@@ -810,9 +811,10 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
     // Byte offsets in a stage of this thread's rows' A scales and (A in registers) of the chunk its ldmatrix
     // lane addresses first (wave 0), pinned in registers.
     const uint32_t sa_lane_off = pinned_u32((first_row + row_in_wave) * 4);
+    const int a_lane_row = first_row + warp * 16 + ldsm_a_row(lane);  // K-major A: the lane's ldmatrix row
     [[maybe_unused]] const uint32_t a_lane_off =
         pinned_u32(C::kMnA ? ldsm_a_mn_lane<C::kPieceA>(first_row + warp * 16, lane)
-                           : (first_row + warp * 16 + ldsm_a_row(lane)) * kRowBytes + ldsm_a_chunk(lane));
+                           : a_lane_row * kRowBytes + ldsm_a_chunk(lane));
     constexpr int kRes = W * kAcc;  // result floats per thread
     // A lone consumer warpgroup has no partner to run wgmma while it promotes: it double-buffers its
     // accumulator instead (measured on the H200: ~5 % faster for the 64x128 tile, 2-7 % slower for two
@@ -936,7 +938,7 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
             } else {
               constexpr bool kXor = BN != 96;
               uint32_t chunk0 = kXor ? stage + 64 * w * kRowBytes + a_lane_off
-                                     : stage + (first_row + 64 * w + warp * 16 + ldsm_a_row(lane)) * kRowBytes;
+                                     : stage + (64 * w + a_lane_row) * kRowBytes;
               if constexpr (C::kZeroBytes > 0) {  // the lane's row is a_lane_off / 128; % 1024: its row % 8, chunk
                 const uint32_t s_off = (s * C::kScaleRows + 64 * w) * 4 + (a_lane_off >> 7) * 4;
                 if (lds_f32(scales_u32 + s_off) * f.sb_lo == 0.f)
