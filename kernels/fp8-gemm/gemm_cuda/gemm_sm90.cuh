@@ -396,6 +396,11 @@ __device__ __forceinline__ void fence_regs(float (&r)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+template <int R, int C>
+__device__ __forceinline__ void fence_regs(float (&r)[R][C]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) fence_regs(r[i]);
+}
 
 __device__ __forceinline__ void consumer_sync(int threads) { named_sync(1, threads); }
 
@@ -1087,8 +1092,11 @@ __global__ void __launch_bounds__(Config<E, NC, BN, W>::kThreads, 1)
 #pragma unroll
             for (int w = 0; w < W; ++w) {
               issue(acc, s, w, keep_all, f);
+              // Swapped: the columns' factors loaded and multiplied while the wgmma run (the fence keeps ptxas
+              // from moving the multiplies after the wait), off the promotion's path.
+              ColFactors cf = column_factors(s, f);
+              if constexpr (C::kSwapped) fence_regs(cf.v);
               asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-              const ColFactors cf = column_factors(s, f);
               if (w == W - 1) release(s);  // the last wave has read the stage
               promote(acc, f, cf, w);
             }
