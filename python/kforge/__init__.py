@@ -12,7 +12,7 @@ from .errors import (
     RevisionNotFoundError,
     UntrustedPublisherError,
 )
-from .hub import KernelRepoNotFoundError
+from .hub import HubConnectionError, KernelRepoNotFoundError
 from .layers import (
     CUDAProperties,
     Device,
@@ -43,14 +43,24 @@ from .loader import (
     load_kernel,
 )
 from .metadata import Metadata
+from .unsupported import (  # exist so imports work; using them raises NotImplementedError
+    Benchmark,
+    FuncRepository,
+    LocalFuncRepository,
+    LockedFuncRepository,
+    use_kernel_func_from_hub,
+)
 from .variants import VariantAccepted, VariantRejected
 
 __version__ = "0.1.0"
 __all__ = [
     "ArchMismatchError",
+    "Benchmark",
     "CUDAProperties",
     "Device",
     "DigestMismatchError",
+    "FuncRepository",
+    "HubConnectionError",
     "KernelError",
     "KernelImportError",
     "KernelRepoNotFoundError",
@@ -58,8 +68,10 @@ __all__ = [
     "KernelizeFallback",
     "LayerRepository",
     "LoadedKernel",
+    "LocalFuncRepository",
     "LocalLayerRepository",
     "LockError",
+    "LockedFuncRepository",
     "LockedLayerRepository",
     "Metadata",
     "MetadataError",
@@ -85,6 +97,7 @@ __all__ = [
     "register_kernel_mapping",
     "replace_kernel_forward_from_hub",
     "use_kernel_forward_from_hub",
+    "use_kernel_func_from_hub",
     "use_kernel_mapping",
     "use_kernelized_func",
 ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,51 @@ LIBRARY_VERSION = "0.1.0"
 
 class KernelRepoNotFoundError(KernelError, ValueError):
     """The repo does not exist on the hub (or is private and no token with access was given)."""
+
+
+class HubConnectionError(KernelError, ConnectionError):
+    """The hub could not be reached (connection refused, DNS, timeout): nothing was loaded."""
+
+
+# "org/name" as huggingface_hub accepts it (validate_repo_id), with the namespace kernels requires.
+_REPO_PART = re.compile(r"^[\w][\w.-]*$")
+
+
+def check_repo_id(repo_id) -> None:
+    """Raise (before any request or cache access) unless `repo_id` is a hub repo id "org/name"."""
+    if not isinstance(repo_id, str):
+        raise TypeError(f"repo_id must be a str 'org/name', got {type(repo_id).__name__} {repo_id!r}")
+    parts = repo_id.split("/")
+    ok = (
+        len(parts) == 2
+        and len(repo_id) <= 96
+        and all(_REPO_PART.match(p) and not p.endswith((".", "-")) for p in parts)
+        and "--" not in repo_id
+        and ".." not in repo_id
+    )
+    if not ok:
+        raise ValueError(
+            f"repo_id {repo_id!r} is not a kernel repo id: expected 'org/name' (letters, digits, '-', '_', "
+            "'.'; no '--' or '..'), e.g. 'kernels-community/relu'"
+        )
+
+
+def check_revision(revision) -> None:
+    """A branch, tag or commit name that is also safe as a path under the cache's refs/ folder."""
+    if revision is None:
+        return
+    if not isinstance(revision, str):
+        hint = f"; for major version {revision} use version={revision}" if isinstance(revision, int) else ""
+        raise TypeError(
+            f"revision must be a str (branch, tag or commit), got {type(revision).__name__} "
+            f"{revision!r}{hint}"
+        )
+    segments = revision.split("/")
+    if not revision or "\\" in revision or any(s in ("", ".", "..") for s in segments):
+        raise ValueError(
+            f"revision {revision!r} is not a branch, tag or commit name (empty, '.' or '..' path segments, "
+            "or a backslash)"
+        )
 
 
 _TRUE = ("1", "ON", "YES", "TRUE")
@@ -59,10 +106,20 @@ def is_commit(rev: str) -> bool:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """Write `path` through a temporary file unique to this call (threads and processes may write the same
+    file at once), so readers see the old or the new content, never a partial one; no temporary is left."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 @dataclass
@@ -86,12 +143,21 @@ class CommitState:
         try:
             data = json.loads(cls.path(repo_id, commit).read_text())
             variants, trusted, verified = (
-                list(data["variants"]),
+                data["variants"],
                 data.get("trusted_publisher"),
                 data["verified"],
             )
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return cls(repo_id, commit)  # absent or unreadable: start over from the hub
+        well_formed = (
+            isinstance(variants, list)
+            and all(isinstance(v, str) for v in variants)
+            and trusted in (True, False, None)
+            and isinstance(verified, dict)
+            and all(isinstance(k, str) and isinstance(v, list) for k, v in verified.items())
+        )
+        if not well_formed:
+            return cls(repo_id, commit)  # corrupted: never trust any of it
         state = cls(repo_id, commit, variants, trusted, verified)
         state._saved = state._json()
         return state
@@ -142,6 +208,11 @@ class Hub:
 
         try:
             return fn(*args, **kwargs)
+        except _transport_errors() as e:
+            raise HubConnectionError(
+                f"cannot reach the hub at {self.api.endpoint} for {repo_id} ({type(e).__name__}: {e}); check "
+                "HF_ENDPOINT and the network, or set HF_HUB_OFFLINE=1 to load what is cached"
+            ) from e
         except RepositoryNotFoundError:
             raise KernelRepoNotFoundError(
                 f"kernel repo {repo_id!r} not found on {self.api.endpoint}: check the name, or set HF_TOKEN "
@@ -159,16 +230,23 @@ class Hub:
     ) -> str:
         """Commit for version/revision. A commit needs no request; offline, refs recorded in the cache are
         used."""
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise TypeError(f"version must be an int major version (branch v<N>), got {version!r}")
+        check_version(version)
+        check_revision(revision)
         ref = f"v{version}" if version is not None else revision
         if is_commit(ref):
             return ref
         ref_file = repo_cache(repo_id) / "refs" / ref
+        err = KernelVersionNotFoundError if version is not None else RevisionNotFoundError
         if local_only:
             if ref_file.is_file():
-                return ref_file.read_text().strip()
-            err = KernelVersionNotFoundError if version is not None else RevisionNotFoundError
+                recorded = ref_file.read_text().strip()
+                if not is_commit(recorded):
+                    raise err(
+                        f"{ref_file} (the cached commit of {repo_id}@{ref}) is corrupted: expected a 40-hex "
+                        f"commit, got {recorded[:60]!r}; delete it and load once online, or pass "
+                        "revision=<commit>"
+                    )
+                return recorded
             raise err(
                 f"offline and {repo_id}@{ref} is not in the cache ({ref_file} is missing): load it once "
                 "online "
@@ -262,6 +340,29 @@ class Hub:
                 **self._download_options(),
             )
         )
+
+
+def check_version(version) -> None:
+    if version is None:
+        return
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TypeError(f"version must be an int major version (branch v<N>), got {version!r}")
+    if version < 0:
+        raise ValueError(f"version must be a major version >= 0 (branch v<N>), got {version}")
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP clients' connection/timeout errors (huggingface_hub 2.x uses httpx2; older ones httpx or
+    requests), as a tuple for `except`; only the clients already imported are looked at."""
+    out = []
+    for module, name in (("httpx2", "TransportError"), ("httpx", "TransportError")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            out.append(cls)
+    requests_exc = sys.modules.get("requests.exceptions")
+    if requests_exc is not None:
+        out += [requests_exc.ConnectionError, requests_exc.Timeout]
+    return tuple(out)
 
 
 def trust_allows(repo_id: str, trust_remote_code) -> bool:

@@ -57,12 +57,26 @@ class KernelizeFallback(Flag):
     ALL = DEFAULT | CANNOT_LOAD
 
 
+def _check_range(self) -> None:
+    for name in ("min_capability", "max_capability"):
+        value = getattr(self, name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{type(self).__name__}.{name} must be an int (e.g. 90 for 9.0), got {value!r}")
+    if self.min_capability > self.max_capability:
+        raise ValueError(
+            f"{type(self).__name__}: min_capability ({self.min_capability}) must be <= max_capability "
+            f"({self.max_capability}); this range would never match"
+        )
+
+
 @dataclass(frozen=True)
 class CUDAProperties:
     """Inclusive range of CUDA capabilities (major*10+minor, e.g. 90 for sm_90)."""
 
     min_capability: int = 0
     max_capability: int = sys.maxsize
+
+    __post_init__ = _check_range
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,8 @@ class ROCMProperties:
 
     min_capability: int = 0
     max_capability: int = sys.maxsize
+
+    __post_init__ = _check_range
 
 
 @dataclass(frozen=True)
@@ -106,8 +122,16 @@ class LayerRepository:
         trust_remote_code=False,
         user_agent=None,
     ):
+        from .hub import check_repo_id, check_revision, check_version, trust_allows
+
         if (revision is None) == (version is None):
             raise ValueError(f"LayerRepository({repo_id!r}): give exactly one of revision= or version=")
+        check_repo_id(repo_id)
+        check_version(version)
+        check_revision(revision)
+        trust_allows(repo_id, trust_remote_code)
+        if not isinstance(layer_name, str) or not layer_name:
+            raise TypeError(f"LayerRepository({repo_id!r}): layer_name must be a non-empty str")
         self.repo_id, self.layer_name = repo_id, layer_name
         self.revision, self.version = revision, version
         self.trust_remote_code, self.user_agent = trust_remote_code, user_agent
@@ -248,6 +272,11 @@ def use_kernel_forward_from_hub(layer_name: str, condition=None):
         if isinstance(obj, type):
             replace_kernel_forward_from_hub(obj, layer_name, condition)
             return obj
+        if not inspect.isfunction(obj):
+            raise TypeError(
+                f"@use_kernel_forward_from_hub({layer_name!r}) applies to an nn.Module class or a function, "
+                f"got {obj!r}"
+            )
         import torch.nn as nn
 
         fn = obj
@@ -269,13 +298,22 @@ def use_kernelized_func(*fns):
     """Class decorator: each instance keeps the function-modules (from use_kernel_forward_from_hub on
     functions) in `self.__dict__["_kernel_funcs"]`, outside the module tree but visible to `kernelize`."""
 
+    for f in fns:
+        if not hasattr(type(f), "kernel_layer_name"):
+            raise ValueError(
+                f"use_kernelized_func: {getattr(f, '__name__', f)!r} is not decorated with "
+                "@use_kernel_forward_from_hub(...), so kernelize could never replace it"
+            )
+
     def decorate(cls):
         original_init = cls.__init__
 
         @functools.wraps(original_init)
         def __init__(self, *args, **kwargs):
             original_init(self, *args, **kwargs)
-            self.__dict__["_kernel_funcs"] = {type(f).kernel_layer_name: f for f in fns}
+            # setdefault: stacked @use_kernelized_func decorators add up instead of replacing each other
+            funcs = self.__dict__.setdefault("_kernel_funcs", {})
+            funcs.update({type(f).kernel_layer_name: f for f in fns})
 
         cls.__init__ = __init__
         return cls
@@ -326,15 +364,12 @@ def register_kernel_mapping(mapping: dict, inherit_mapping: bool = True) -> None
             if dev.type in _RANGED:
                 lo = dev.properties.min_capability if dev.properties else 0
                 hi = dev.properties.max_capability if dev.properties else sys.maxsize
-                ranges = slot.setdefault(dev.type, [])
-                for r_lo, r_hi, r_modes in ranges:
-                    if (r_lo, r_hi) == (lo, hi):
-                        r_modes.update(modes)
-                        break
-                else:
-                    ranges.append((lo, hi, modes))
+                # As in kernels, a new registration for a device (and capability range) replaces the
+                # modes registered there before, rather than merging with them: the last insert wins.
+                ranges = [r for r in slot.get(dev.type, []) if (r[0], r[1]) != (lo, hi)]
+                slot[dev.type] = [*ranges, (lo, hi, modes)]
             else:
-                slot.setdefault(dev.type, {}).update(modes)
+                slot[dev.type] = modes
     _MAPPING.set(new)
 
 
@@ -380,6 +415,8 @@ class _NoKernel(Exception):
 def _device_of(model, device) -> str:
     if isinstance(device, Device):
         return device.type
+    if device is not None and not isinstance(device, str) and isinstance(getattr(device, "type", None), str):
+        device = device.type  # a torch.device, as kernels accepts: its type ("cuda:1" -> "cuda")
     if device is not None:
         if device not in DEVICE_TYPES:
             raise ValueError(f"kernelize(device={device!r}): use one of {', '.join(DEVICE_TYPES)}")
@@ -398,7 +435,8 @@ def _capability() -> int:
     import torch
 
     if getattr(torch.version, "hip", None):
-        arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]  # gfx942 -> 94, gfx1151 -> 115
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        arch = props.gcnArchName.split(":")[0]  # gfx942 -> 94, gfx1151 -> 115
         return int(arch[3:-1], 16) if len(arch) == 6 else int(arch[3:-1])
     major, minor = torch.cuda.get_device_capability()
     return major * 10 + minor
@@ -490,12 +528,19 @@ def _kernelize_one(module, device: str, mode: Mode, fallback: KernelizeFallback)
             f"kernelize: {e} (pass use_fallback=True or a KernelizeFallback to keep the original)"
         ) from (e.__cause__)
     _validate_layer(layer, cls, layer_name)
-    if not _supports(layer, mode):
-        if found_mode == Mode.FALLBACK:
-            return
+    # Reference §6.3 step 4: a repository registered for a mode its layer does not support is an error...
+    if found_mode != Mode.FALLBACK and not _supports(layer, found_mode):
         raise ValueError(
             f"kernelize: layer {layer_name!r} from {repo} was registered for {found_mode} but does "
-            f"not support {mode} (has_backward/can_torch_compile)"
+            f"not support {found_mode} (has_backward/can_torch_compile)"
+        )
+    # ... and a FALLBACK layer that cannot run the requested mode keeps the original, if NO_COMPATIBLE_MODE.
+    if not _supports(layer, mode):
+        if KernelizeFallback.NO_COMPATIBLE_MODE in fallback:
+            return
+        raise ValueError(
+            f"kernelize: layer {layer_name!r} from {repo} does not support {mode} "
+            "(has_backward/can_torch_compile); pass use_fallback=True to keep the original forward"
         )
     module.forward = types.MethodType(layer.forward, module)
 

@@ -7,14 +7,26 @@ import importlib.util
 import logging
 import os
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from packaging.version import Version
 
-from .errors import ArchMismatchError, KernelImportError, MetadataError, NoCompatibleVariantError
-from .hub import CommitState, Hub, choose_variant, offline, repo_cache, trust_allows, untrusted
+from .errors import ArchMismatchError, KernelImportError, MetadataError
+from .hub import (
+    CommitState,
+    Hub,
+    check_repo_id,
+    check_revision,
+    check_version,
+    choose_variant,
+    offline,
+    repo_cache,
+    trust_allows,
+    untrusted,
+)
 from .metadata import Metadata, verify_digest
 from .signing import enforce_trust
 from .system import detect_system
@@ -48,6 +60,10 @@ class LoadedKernel:
 
 
 _loaded_by_path: dict[Path, LoadedKernel] = {}
+# Serializes imports: without it a second thread loading the same kernel sees sys.modules[metadata.id] set
+# (but not yet executed) by the first and refuses it as "another build with the same id". Reentrant, because a
+# kernel's __init__.py may itself load kernels.
+_import_lock = threading.RLock()
 # Dependencies visible to get_kernel_dep while a kernel's __init__.py runs.
 _current_deps: contextvars.ContextVar[dict[str, ModuleType] | None] = contextvars.ContextVar(
     "kforge_kernel_deps", default=None
@@ -70,26 +86,30 @@ def get_kernel_dep(repo_id: str) -> ModuleType:
     return deps[repo_id]
 
 
+def _cuda_arch_covers(arch: str, major: int, minor: int) -> bool | None:
+    """One `backend.archs` entry against a capability (reference §3.6); None when it does not parse. The
+    suffix decides before `+PTX`: `9.0a+PTX` is still only for 9.0 exactly, `10.0f+PTX` for 10.x only."""
+    ptx = arch.endswith("+PTX")
+    core = arch[: -len("+PTX")] if ptx else arch
+    suffix = core[-1] if core[-1:] in ("a", "f") else ""
+    core = core[:-1] if suffix else core
+    am, sep, an = core.partition(".")
+    if not sep or not (am.isdigit() and an.isdigit()):  # isdigit: no signs, spaces or a third component
+        return None
+    am, an = int(am), int(an)
+    if suffix == "a":
+        return (major, minor) == (am, an)
+    if suffix == "f" or not ptx:
+        return major == am and minor >= an
+    return (major, minor) >= (am, an)
+
+
 def _cuda_archs_cover(archs, major: int, minor: int) -> bool | None:
     """True/False; None when no arch string parses (then the variant counts as compatible)."""
-    parsed_any = False
-    for a in archs:
-        ptx = a.endswith("+PTX")
-        core = a[:-4] if ptx else a
-        suffix = core[-1] if core and core[-1] in "af" else ""
-        core = core[:-1] if suffix else core
-        try:
-            am, an = (int(x) for x in core.split("."))
-        except ValueError:
-            continue
-        parsed_any = True
-        if ptx and (major, minor) >= (am, an):
-            return True
-        if suffix == "a" and (major, minor) == (am, an):
-            return True
-        if suffix in ("", "f") and not ptx and major == am and minor >= an:
-            return True
-    return None if not parsed_any else False
+    results = [_cuda_arch_covers(a, major, minor) for a in archs]
+    if all(r is None for r in results):
+        return None
+    return any(results)
 
 
 def verify_arch(meta: Metadata, variant_dir: Path) -> None:
@@ -112,7 +132,7 @@ def verify_arch(meta: Metadata, variant_dir: Path) -> None:
         and getattr(torch.version, "hip", None)
         and torch.cuda.is_available()
     ):
-        arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
+        arch = torch.cuda.get_device_properties(torch.cuda.current_device()).gcnArchName.split(":")[0]
         if arch not in meta.backend.archs:
             raise ArchMismatchError(
                 f"{variant_dir}: built for ROCm archs {list(meta.backend.archs)}, this device is {arch}; "
@@ -167,6 +187,11 @@ def import_variant(
         # Publishers in the trust file (docs/signing.md): a signature must verify, or be present at all
         # when the publisher requires signatures; checked before anything of the variant is imported.
         enforce_trust(repo_info.repo_id, variant_dir)
+    with _import_lock:
+        return _import_verified(variant_dir, repo_info, deps, meta)
+
+
+def _import_verified(variant_dir: Path, repo_info, deps, meta: Metadata) -> ModuleType:
     if variant_dir in _loaded_by_path:
         return _loaded_by_path[variant_dir].module
     if os.environ.get("KFORGE_REQUIRE_DIGEST") == "1" and meta.digest is None:
@@ -242,7 +267,13 @@ def _purge_bytecode(variant_dir: Path) -> None:
 def _local_variant_names(root: Path) -> list[str]:
     if not root.is_dir():
         return []
-    return [p.name for p in root.iterdir() if p.is_dir() and (p / "metadata.json").exists()]
+    return [p.name for p in root.iterdir() if p.is_dir() and _has_metadata(p)]
+
+
+def _has_metadata(variant_dir: Path) -> bool:
+    """metadata.json is there, or a link to it is (a broken one is then reported when it is read)."""
+    md = variant_dir / "metadata.json"
+    return md.exists() or md.is_symlink()
 
 
 def find_local_variant(repo_path: Path, backend: str | None) -> Path:
@@ -257,7 +288,7 @@ def find_local_variant(repo_path: Path, backend: str | None) -> Path:
         if names:
             name, _ = choose_variant(names, system, str(root))
             return root / name
-    if (repo_path / "metadata.json").exists():
+    if _has_metadata(repo_path):
         return repo_path
     raise FileNotFoundError(f"{repo_path}: no variant directories (build/<variant>/metadata.json) found")
 
@@ -271,6 +302,18 @@ def local_overrides() -> dict[str, Path]:
             raise ValueError(f"LOCAL_KERNELS entry {item!r}: expected org/name=/path/to/kernel")
         out[rid] = Path(path)
     return out
+
+
+def _check_args(repo_id, *, revision=None, version=None, backend=None, trust_remote_code=False) -> None:
+    """Validate the arguments every loading function shares, before any request or cache access, so a
+    wrong call fails with a message about the argument and not deep inside the hub client."""
+    check_repo_id(repo_id)
+    _exactly_one(revision, version)
+    check_version(version)
+    check_revision(revision)
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"backend must be a str such as 'cpu' or 'cuda', or None, got {backend!r}")
+    trust_allows(repo_id, trust_remote_code)  # raises TypeError for anything but a bool or a list of ids
 
 
 def _exactly_one(revision, version) -> None:
@@ -307,7 +350,9 @@ def resolve_variant(
 ) -> Resolved:
     """Pick and (with download=True) fetch the best variant. A commit whose chosen variant was fetched and
     verified before, by a publisher trusted then, is returned without any network request."""
-    _exactly_one(revision, version)
+    _check_args(
+        repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
+    )
     system = detect_system(backend)
     hub = Hub(user_agent)
     local_only = local_files_only or offline()
@@ -317,7 +362,7 @@ def resolve_variant(
     allowed = trust_allows(repo_id, trust_remote_code)
 
     def check_trust() -> None:
-        if allowed or state.trusted_publisher:
+        if allowed or state.trusted_publisher is True:
             return
         if local_only:
             why = (
@@ -374,10 +419,10 @@ def install_kernel(
 ) -> Path:
     """Download the best variant for this system and its kernel dependencies (no import); return its
     directory."""
-    override = local_overrides().get(repo_id)
-    if override is not None:
-        return find_local_variant(override, backend)
-    r = resolve_variant(
+    _check_args(
+        repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
+    )
+    return _install(
         repo_id,
         revision=revision,
         version=version,
@@ -385,10 +430,28 @@ def install_kernel(
         local_files_only=local_files_only,
         user_agent=user_agent,
         trust_remote_code=trust_remote_code,
+        chain=(),
     )
-    meta = Metadata.read_from_file(r.variant_dir / "metadata.json")
+
+
+def _install(repo_id, *, revision, version, backend, local_files_only, user_agent, trust_remote_code, chain):
+    override = local_overrides().get(repo_id)
+    if override is not None:
+        variant_dir = find_local_variant(override, backend)
+    else:
+        variant_dir = resolve_variant(
+            repo_id,
+            revision=revision,
+            version=version,
+            backend=backend,
+            local_files_only=local_files_only,
+            user_agent=user_agent,
+            trust_remote_code=trust_remote_code,
+        ).variant_dir
+    meta = Metadata.read_from_file(variant_dir / "metadata.json")
     for dep in meta.kernel_depends:
-        install_kernel(
+        _check_cycle(chain, repo_id, dep.repo_id)
+        _install(
             dep.repo_id,
             revision=dep.revision,
             version=dep.version,
@@ -396,19 +459,27 @@ def install_kernel(
             local_files_only=local_files_only,
             user_agent=user_agent,
             trust_remote_code=trust_remote_code,
+            chain=(*chain, repo_id),
         )
-    return r.variant_dir
+    return variant_dir
 
 
-def _load_resolved(r: Resolved, *, backend, user_agent, trust_remote_code, check, chain=()) -> ModuleType:
-    meta = r.meta or Metadata.read_from_file(r.variant_dir / "metadata.json")
-    validate_metadata(meta, r.variant_dir)
-    if check:
-        verify_arch(meta, r.variant_dir)
+def _check_cycle(chain: tuple, repo_id: str, dep_id: str) -> None:
+    if dep_id in chain or dep_id == repo_id:
+        raise ValueError(f"kernel dependency cycle: {' -> '.join([*chain, repo_id, dep_id])}")
+
+
+def _load_deps(meta: Metadata, repo_id: str, *, backend, user_agent, trust_remote_code, check, chain, locked):
+    """Load `meta`'s kernel-depends first (reference §1.1). With `locked` (a lock load), each dependency is
+    the commit its lock entry pins, hash-checked like the kernel itself, as kernels' locked resolvers do."""
     deps = {}
     for dep in meta.kernel_depends:
-        if dep.repo_id in chain:
-            raise ValueError(f"kernel dependency cycle: {' -> '.join([*chain, r.repo_id, dep.repo_id])}")
+        _check_cycle(chain, repo_id, dep.repo_id)
+        if locked is not None:
+            deps[dep.repo_id] = _load_locked_entry(
+                dep.repo_id, locked, chain=(*chain, repo_id), user_agent=user_agent
+            )
+            continue
         deps[dep.repo_id] = _get_kernel(
             dep.repo_id,
             revision=dep.revision,
@@ -417,15 +488,43 @@ def _load_resolved(r: Resolved, *, backend, user_agent, trust_remote_code, check
             user_agent=user_agent,
             trust_remote_code=trust_remote_code,
             check=check,
-            chain=(*chain, r.repo_id),
+            chain=(*chain, repo_id),
         )
+    return deps
+
+
+def _load_resolved(
+    r: Resolved, *, backend, user_agent, trust_remote_code, check, chain=(), locked=None
+) -> ModuleType:
+    meta = r.meta or Metadata.read_from_file(r.variant_dir / "metadata.json")
+    validate_metadata(meta, r.variant_dir)
+    if check:
+        verify_arch(meta, r.variant_dir)
+    deps = _load_deps(
+        meta,
+        r.repo_id,
+        backend=backend,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+        check=check,
+        chain=chain,
+        locked=locked,
+    )
     return import_variant(r.variant_dir, RepoInfo(r.repo_id, r.commit), deps, meta)
 
 
 def _get_kernel(repo_id, *, revision, version, backend, user_agent, trust_remote_code, check, chain=()):
     override = local_overrides().get(repo_id)
     if override is not None:
-        return get_local_kernel(override, backend=backend)
+        return _load_local(
+            find_local_variant(override, backend),
+            backend=backend,
+            user_agent=user_agent,
+            trust_remote_code=trust_remote_code,
+            check=check,
+            chain=chain,
+            repo_id=repo_id,
+        )
     r = resolve_variant(
         repo_id,
         revision=revision,
@@ -455,6 +554,9 @@ def get_kernel(
     check_arch: bool = True,
 ) -> ModuleType:
     """Load `repo_id` at `version` (branch vN) or `revision`: download if needed, verify, import."""
+    _check_args(
+        repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
+    )
     return _get_kernel(
         repo_id,
         revision=revision,
@@ -469,50 +571,80 @@ def get_kernel(
 def get_local_kernel(repo_path, *, backend=None, trust_remote_code=False, user_agent=None) -> ModuleType:
     """Load a kernel from a local directory (repo root, build/ folder or variant dir); metadata.json
     required."""
-    variant_dir = find_local_variant(Path(repo_path), backend)
+    if not isinstance(repo_path, (str, os.PathLike)):
+        raise TypeError(
+            f"repo_path must be a path (str or Path), got {type(repo_path).__name__} {repo_path!r}"
+        )
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"backend must be a str such as 'cpu' or 'cuda', or None, got {backend!r}")
+    return _load_local(
+        find_local_variant(Path(repo_path), backend),
+        backend=backend,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+        check=True,
+        chain=(),
+        repo_id=str(repo_path),
+    )
+
+
+def _load_local(variant_dir: Path, *, backend, user_agent, trust_remote_code, check, chain, repo_id):
     meta = Metadata.read_from_file(variant_dir / "metadata.json")
     validate_metadata(meta, variant_dir)
-    deps = {
-        d.repo_id: _get_kernel(
-            d.repo_id,
-            revision=d.revision,
-            version=d.version,
-            backend=backend,
-            user_agent=user_agent,
-            trust_remote_code=trust_remote_code,
-            check=True,
-        )
-        for d in meta.kernel_depends
-    }
+    deps = _load_deps(
+        meta,
+        repo_id,
+        backend=backend,
+        user_agent=user_agent,
+        trust_remote_code=trust_remote_code,
+        check=check,
+        chain=chain,
+        locked=None,
+    )
     return import_variant(variant_dir, None, deps, meta)
 
 
 def has_kernel(
     repo_id: str, *, revision=None, version=None, backend=None, trust_remote_code=False, check_arch=True
 ) -> bool:
-    """Whether a variant for this system exists (False only for "no variant" or an arch mismatch)."""
-    override = local_overrides().get(repo_id)
+    """Whether a variant for this system exists, for the kernel and each of its kernel-depends. As in kernels,
+    False for a FileNotFoundError (no variant fits; offline and not cached) or a failed arch check; other
+    errors (untrusted publisher, unknown version, network) raise."""
+    _check_args(
+        repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
+    )
     try:
-        if override is not None:
-            variant_dir = find_local_variant(override, backend)
-        else:
-            r = resolve_variant(
-                repo_id,
-                revision=revision,
-                version=version,
-                backend=backend,
-                trust_remote_code=trust_remote_code,
-                download=False,
-            )
-            variant_dir = r.variant_dir
-            if not (variant_dir / "metadata.json").is_file() and not offline():
-                name = variant_dir.name
-                variant_dir = Hub().download_file(repo_id, r.commit, f"build/{name}/metadata.json").parent
-        if check_arch:
-            verify_arch(Metadata.read_from_file(variant_dir / "metadata.json"), variant_dir)
-    except (NoCompatibleVariantError, ArchMismatchError):
+        _has_kernel(repo_id, revision, version, backend, trust_remote_code, check_arch, chain=())
+    except (FileNotFoundError, ArchMismatchError):  # NoCompatibleVariantError is a FileNotFoundError
         return False
     return True
+
+
+def _has_kernel(repo_id, revision, version, backend, trust_remote_code, check_arch, chain) -> None:
+    override = local_overrides().get(repo_id)
+    if override is not None:
+        variant_dir = find_local_variant(override, backend)
+    else:
+        r = resolve_variant(
+            repo_id,
+            revision=revision,
+            version=version,
+            backend=backend,
+            trust_remote_code=trust_remote_code,
+            download=False,
+        )
+        variant_dir = r.variant_dir
+        if not (variant_dir / "metadata.json").is_file() and not offline():
+            name = variant_dir.name
+            variant_dir = Hub().download_file(repo_id, r.commit, f"build/{name}/metadata.json").parent
+    meta = Metadata.read_from_file(variant_dir / "metadata.json")
+    if check_arch:
+        verify_arch(meta, variant_dir)
+    for dep in meta.kernel_depends:
+        _check_cycle(chain, repo_id, dep.repo_id)
+        _has_kernel(
+            dep.repo_id, dep.revision, dep.version, backend, trust_remote_code, check_arch, (*chain, repo_id)
+        )
 
 
 def get_kernel_variants(
@@ -520,7 +652,7 @@ def get_kernel_variants(
 ) -> list[VariantAccepted | VariantRejected]:
     """Every variant of the repo at that version/revision, accepted ones first (preferred first), each
     rejection with its reason."""
-    _exactly_one(revision, version)
+    _check_args(repo_id, revision=revision, version=version, backend=backend)
     hub = Hub()
     local_only = offline()
     commit = hub.resolve_commit(repo_id, revision, version, local_only=local_only)
@@ -532,24 +664,54 @@ def get_kernel_variants(
     return resolve(names, detect_system(backend))
 
 
+@dataclass(frozen=True)
+class _Locked:
+    """A locked load in progress: every kernel of the tree is taken from `lock`."""
+
+    lock: object  # locking.Lock
+    backend: str | None
+    local_only: bool
+    trust_remote_code: object
+
+
 def _load_locked(
     repo_id, lockfile, caller, *, backend, local_only, trust_remote_code, user_agent
 ) -> ModuleType:
-    from .locking import check_locked_variant, read_lock
+    from .locking import read_lock
 
+    check_repo_id(repo_id)
+    if backend is not None and not isinstance(backend, str):
+        raise TypeError(f"backend must be a str such as 'cpu' or 'cuda', or None, got {backend!r}")
     lock = read_lock(lockfile, caller=caller)
-    entry = lock.find(repo_id)
+    lock.find(repo_id)  # a LockError naming the lock file before anything else
+    if trust_remote_code == "lock":  # load_kernel: the project's lock file is the trust decision
+        trust_remote_code = [e.repo_id for e in lock.entries]
+    trust_allows(repo_id, trust_remote_code)
+    locked = _Locked(lock, backend, local_only, trust_remote_code)
+    return _load_locked_entry(repo_id, locked, chain=(), user_agent=user_agent)
+
+
+def _load_locked_entry(repo_id: str, locked: _Locked, *, chain, user_agent) -> ModuleType:
+    from .locking import check_locked_variant
+
+    entry = locked.lock.find(repo_id)
     r = resolve_variant(
         repo_id,
         revision=entry.commit,
-        backend=backend,
-        local_files_only=local_only,
+        backend=locked.backend,
+        local_files_only=locked.local_only,
         user_agent=user_agent,
-        trust_remote_code=trust_remote_code,
+        trust_remote_code=locked.trust_remote_code,
     )
-    check_locked_variant(lock, entry, r.variant_dir)
+    check_locked_variant(locked.lock, entry, r.variant_dir)
     return _load_resolved(
-        r, backend=backend, user_agent=user_agent, trust_remote_code=trust_remote_code, check=True
+        r,
+        backend=locked.backend,
+        user_agent=user_agent,
+        trust_remote_code=locked.trust_remote_code,
+        check=True,
+        chain=chain,
+        locked=locked,
     )
 
 
@@ -583,6 +745,6 @@ def load_kernel(repo_id: str, *, lockfile: Path | None, backend=None) -> ModuleT
         _caller(),
         backend=backend,
         local_only=True,
-        trust_remote_code=[repo_id],
+        trust_remote_code="lock",
         user_agent=None,
     )

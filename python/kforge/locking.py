@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 
 from .errors import LockError
-from .hub import REPO_TYPE, Hub, is_commit
+from .hub import REPO_TYPE, Hub, _atomic_write, is_commit
 from .metadata import _EXCLUDED_TOP, Metadata, digest_files, verify_digest
 
 KFORGE = "kforge"
@@ -308,9 +308,7 @@ def lock_project(project_dir: Path, *, fmt: str = KFORGE, out=print) -> Path:
         todo += [(d.repo_id, d.version, d.revision) for d in depends]
     path = Path(project_dir) / "kernels.lock"
     text = json.dumps([e.to_json(fmt) for e in entries.values()], indent=2) + "\n"
-    tmp = path.with_name(".kernels.lock.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    _atomic_write(path, text)  # a temporary unique to this run: two `kforge lock` runs cannot collide
     return path
 
 

@@ -65,9 +65,18 @@ class Metadata:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
+            if path.is_symlink():  # an HF cache snapshot link whose blob is gone
+                raise MetadataError(
+                    f"{path}: broken link (its blob {os.readlink(path)} is missing from the cache); delete "
+                    "the cached variant and download it again"
+                ) from None
             raise MetadataError(
                 f"{path}: missing; every kernel variant needs a metadata.json (rebuild it with `kforge "
                 "build`)"
+            ) from None
+        except OSError as e:
+            raise MetadataError(
+                f"{path}: cannot read it ({e.strerror or e}); expected a metadata.json file"
             ) from None
         return cls.from_bytes(raw, where=str(path))
 
@@ -140,7 +149,10 @@ def _kernel_deps(value, where: str) -> list[KernelDependency]:
     out = []
     for i, dep in enumerate(value):
         ok = isinstance(dep, dict) and isinstance(dep.get("repo-id"), str)
-        has_version = isinstance(dep.get("version"), int) if ok else False
+        version = dep.get("version") if ok else None
+        has_version = isinstance(version, int) and not isinstance(version, bool) and version >= 0
+        if ok and "version" in dep and not has_version:
+            ok = False  # e.g. "version": true or "1": exactly one of the two, each of its type
         has_revision = isinstance(dep.get("revision"), str) if ok else False
         if not ok or has_version == has_revision:
             raise MetadataError(
@@ -182,14 +194,29 @@ def compute_digest(variant_dir: Path, algorithm: str = "sha256") -> dict[str, st
     }
 
 
-def stamp(variant_dir: Path) -> list:
+def stamp(variant_dir: Path) -> list | None:
     """(path, size, mtime, ctime, inode) of every file of the variant: any write changes ctime, so a matching
-    stamp means the bytes that were verified are still the bytes on disk."""
+    stamp means the bytes that were verified are still the bytes on disk. None when a file cannot be stat'ed
+    (e.g. a snapshot link whose blob is gone): then nothing is taken as verified."""
     out = []
     for rel in ["metadata.json", *digest_files(variant_dir)]:
-        s = os.stat(variant_dir / rel)
+        try:
+            s = os.stat(variant_dir / rel)
+        except OSError:
+            return None
         out.append([rel, s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_ino])
     return out
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why `path` (listed in the variant dir) cannot be hashed, or None if it can be read."""
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as e:
+        if path.is_symlink() and not path.exists():
+            return f"broken link {path} (its blob {os.readlink(path)} is missing from the cache)"
+        return f"unreadable file {path} ({e.strerror or e})"
 
 
 # In-process memo: variant dir -> stamp of the last successful verification.
@@ -208,15 +235,24 @@ def verify_digest(variant_dir: Path, meta: Metadata, *, known_stamp: list | None
     if meta.digest is None:
         return None
     current = stamp(variant_dir)
-    if _verified.get(variant_dir) == current or (known_stamp is not None and known_stamp == current):
+    if current is not None and (
+        _verified.get(variant_dir) == current or (known_stamp is not None and known_stamp == current)
+    ):
         _verified[variant_dir] = current
         return current
+    _verified.pop(variant_dir, None)
     algorithm = meta.digest.get("algorithm")
     if algorithm not in ("sha256", "sha512"):
         raise DigestMismatchError(f"{md}: digest.algorithm must be 'sha256' or 'sha512', got {algorithm!r}")
     expected = meta.digest["files"]
+    problems = [p for p in map(_unreadable, (variant_dir / r for r in digest_files(variant_dir))) if p]
+    if problems:
+        raise DigestMismatchError(
+            f"refusing to load {variant_dir}: some of its files cannot be read:\n  "
+            + "\n  ".join(problems)
+            + "\nDelete the cached variant and download it again, or rebuild it."
+        )
     actual = compute_digest(variant_dir, algorithm)
-    problems = []
     for rel in sorted(set(expected) | set(actual)):
         if rel not in actual:
             problems.append(f"missing file {variant_dir / rel}")

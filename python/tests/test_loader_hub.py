@@ -356,3 +356,53 @@ def test_locked_layer_repository_kernelizes_from_the_hub(at_hub, tmp_path):
     with kforge.use_kernel_mapping({"Double": {"cpu": repo}}):
         model = kforge.kernelize(Double(), mode=kforge.Mode.INFERENCE)
     assert model(torch.tensor([1.0])).tolist() == [2.5]
+
+
+def test_locked_load_takes_dependencies_from_the_lock(at_hub, tmp_path, monkeypatch):
+    """kernels' locked resolvers resolve the whole tree through the lock. kforge loaded a locked kernel's
+    kernel-depends by their branch (v1 as it is now, not the locked commit), and load_kernel then refused
+    an untrusted-org dependency offline, because only the top repo counted as trusted by the lock."""
+    import kforge
+
+    suffix = uuid.uuid4().hex[:7]
+    dep_id, top_id = f"untrusted-org/dep-{suffix}", f"untrusted-org/top-{suffix}"
+    init = f"import kforge\nDEP = kforge.get_kernel_dep({dep_id!r})\n"
+    # pure Python, for get_locked_kernel (no backend argument) on a CPU or a CUDA build of torch
+    for backend in ("cpu", "cuda"):
+        make_variant(
+            tmp_path / "dep" / "build" / f"torch-{backend}",
+            {"__init__.py": "VALUE = 'locked'\n"},
+            name="dep",
+            id_=f"_dep_{suffix}_{backend}_a",
+        )
+        make_variant(
+            tmp_path / "top" / "build" / f"torch-{backend}",
+            {"__init__.py": init},
+            name="top",
+            id_=f"_top_{suffix}_{backend}",
+            **{"kernel-depends": [{"repo-id": dep_id, "version": 1}]},
+        )
+        make_variant(
+            tmp_path / "moved" / "build" / f"torch-{backend}",
+            {"__init__.py": "VALUE = 'moved'\n"},
+            name="dep",
+            id_=f"_dep_{suffix}_{backend}_b",
+        )
+    locked_commit = _publish(at_hub.api, dep_id, tmp_path / "dep" / "build")
+    top_commit = _publish(at_hub.api, top_id, tmp_path / "top" / "build")
+    moved = _publish(at_hub.api, dep_id, tmp_path / "moved" / "build")
+    assert moved != locked_commit  # branch v1 of the dependency moved on after locking
+
+    def entry(repo_id, commit):
+        return {"dependency": {"repo-id": repo_id, "version": 1}, "lock": {"commit": commit}}
+
+    lockfile = tmp_path / "kernels.lock"
+    lockfile.write_text(json.dumps([entry(top_id, top_commit)]))
+    with pytest.raises(kforge.LockError, match=rf"kernels.lock: no entry for {dep_id}"):
+        kforge.get_locked_kernel(top_id, lockfile=lockfile, trust_remote_code=True)
+    lockfile.write_text(json.dumps([entry(top_id, top_commit), entry(dep_id, locked_commit)]))
+    mod = kforge.get_locked_kernel(top_id, lockfile=lockfile, trust_remote_code=True)
+    assert mod.DEP.VALUE == "locked"
+    assert f"/snapshots/{locked_commit}/" in mod.DEP.__file__
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert kforge.load_kernel(top_id, lockfile=lockfile) is mod

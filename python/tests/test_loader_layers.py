@@ -258,3 +258,85 @@ def test_cuda_capability_ranges_pick_the_narrowest(kernel_dir, monkeypatch):
         kernelize(Scale(), mode=Mode.INFERENCE, device="cuda", use_fallback=False)
     with pytest.raises(ValueError, match="has no mapping for device 'rocm'"):
         kernelize(Scale(), mode=Mode.INFERENCE, device="rocm", use_fallback=False)
+
+
+def test_kernelize_accepts_a_torch_device(kernel_dir):
+    """kernels 0.17 takes `device: str | torch.device`; kforge refused torch.device with a ValueError."""
+    register_kernel_mapping({"Scale": {"cpu": repo(kernel_dir)}})
+    m = kernelize(Scale(), mode=Mode.INFERENCE, device=torch.device("cpu"))
+    assert m(X).tolist() == [1002.0, 994.0]
+
+
+@use_kernel_forward_from_hub("Add1")
+def first(x):
+    return x + 1
+
+
+@use_kernel_forward_from_hub("Scale")
+def second(x):
+    return x * 2
+
+
+@use_kernelized_func(first)
+@use_kernelized_func(second)
+class UsesTwo(nn.Module):
+    pass
+
+
+def test_stacked_use_kernelized_func_keeps_every_function(kernel_dir):
+    """Each decorator used to replace `_kernel_funcs`: only the outermost one's functions were kernelized."""
+    m = UsesTwo()
+    assert sorted(m.__dict__["_kernel_funcs"]) == ["Add1", "Scale"]
+    register_kernel_mapping({"Add1": {"cpu": repo(kernel_dir, "Add1")}})
+    kernelize(m, mode=Mode.INFERENCE, device="cpu")
+    assert m.__dict__["_kernel_funcs"]["Add1"](X).tolist() == [101.0, 97.0]
+    assert m.__dict__["_kernel_funcs"]["Scale"](X).tolist() == [2.0, -6.0]  # not mapped: original
+
+
+def test_use_kernelized_func_rejects_an_undecorated_function():
+    def plain(x):
+        return x
+
+    # used to pass here and fail later, at every instantiation, with an AttributeError from inside kforge
+    with pytest.raises(ValueError, match=r"'plain' is not decorated with @use_kernel_forward_from_hub"):
+        use_kernelized_func(plain)
+    with pytest.raises(TypeError, match=r"applies to an nn.Module class or a function, got 5"):
+        use_kernel_forward_from_hub("X")(5)
+
+
+def test_registering_a_device_again_replaces_its_modes(kernel_dir):
+    """As in kernels (reference §6.1, "the last insert wins"): a second registration for the same layer and
+    device replaces the modes registered there, it does not merge with them."""
+    register_kernel_mapping({"Scale": {"cpu": {Mode.TRAINING: repo(kernel_dir, "ScaleTrainable")}}})
+    register_kernel_mapping({"Scale": {"cpu": {Mode.INFERENCE: repo(kernel_dir)}}})
+    assert kernelize(Scale(), mode=Mode.INFERENCE, device="cpu")(X).tolist() == [1002.0, 994.0]
+    # TRAINING is gone: no compatible mode, the original forward stays (it used to pick ScaleTrainable)
+    assert kernelize(Scale(), mode=Mode.TRAINING, device="cpu")(X).tolist() == [2.0, -6.0]
+    with pytest.raises(ValueError, match="no repository for mode"):
+        kernelize(Scale(), mode=Mode.TRAINING, device="cpu", use_fallback=False)
+    wide, narrow = repo(kernel_dir), repo(kernel_dir, "ScaleTrainable")
+    register_kernel_mapping({"Scale": {Device("cuda", CUDAProperties(80, 99)): {Mode.TRAINING: narrow}}})
+    register_kernel_mapping({"Scale": {Device("cuda", CUDAProperties(80, 99)): wide}})
+    ranges = kforge.layers._MAPPING.get()["Scale"]["cuda"]
+    assert ranges == [(80, 99, {Mode.FALLBACK: wide})]
+
+
+def test_mode_support_rules_follow_kernels(kernel_dir):
+    """Reference §6.3 step 4. A FALLBACK layer that cannot run the mode keeps the original only when
+    NO_COMPATIBLE_MODE is allowed; a layer registered for a mode it does not support is always an error."""
+    register_kernel_mapping({"Scale": {"cpu": repo(kernel_dir)}})  # Scale: has_backward = False
+    assert kernelize(Scale(), mode=Mode.TRAINING, device="cpu")(X).tolist() == [2.0, -6.0]
+    with pytest.raises(ValueError, match=r"does not support Mode.TRAINING"):
+        kernelize(Scale(), mode=Mode.TRAINING, device="cpu", use_fallback=False)
+    # registered for TRAINING, found through the INFERENCE chain: kforge used it silently for inference
+    register_kernel_mapping({"Scale": {"cpu": {Mode.TRAINING: repo(kernel_dir)}}}, inherit_mapping=False)
+    with pytest.raises(ValueError, match=r"registered for Mode.TRAINING but does not support"):
+        kernelize(Scale(), mode=Mode.INFERENCE, device="cpu")
+
+
+def test_capability_ranges_are_validated():
+    with pytest.raises(ValueError, match=r"min_capability \(90\) must be <= max_capability \(80\)"):
+        CUDAProperties(min_capability=90, max_capability=80)
+    with pytest.raises(TypeError, match=r"ROCMProperties.min_capability must be an int"):
+        kforge.ROCMProperties(min_capability="90", max_capability=100)
+    assert CUDAProperties(75, 90) == CUDAProperties(min_capability=75, max_capability=90)

@@ -83,7 +83,9 @@ impl From<StoreError> for ApiError {
                 ApiError::internal(format!("internal storage error: {msg}"))
             }
             StoreError::Invalid(_) => ApiError::bad_request(msg),
-            StoreError::RepoExists(_) | StoreError::RefExists(..) => {
+            StoreError::RepoExists(_)
+            | StoreError::RefExists(..)
+            | StoreError::RefNameTaken { .. } => {
                 ApiError::new(StatusCode::CONFLICT, Some("Conflict"), msg)
             }
             StoreError::RepoNotFound(key) => ApiError::repo_not_found(&key.id()),
@@ -199,6 +201,19 @@ pub enum RangeRequest {
     Unsatisfiable,
 }
 
+/// A byte position of a range spec: ASCII digits only (no sign, no `+`), saturating at `u64::MAX`, so a
+/// position past any real file is still "past the end" rather than a parse error.
+fn range_pos(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(s.bytes().fold(0u64, |n, b| {
+        n.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
+}
+
+/// RFC 9110 §14.1.2 for one range. A syntactically invalid spec (bad unit, signs, `a-b` with `b < a`,
+/// several ranges) is ignored and the whole body is sent; a valid one that starts past the end is a 416.
 pub fn parse_range(header: Option<&str>, size: u64) -> RangeRequest {
     let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
         return RangeRequest::Full;
@@ -211,29 +226,32 @@ pub fn parse_range(header: Option<&str>, size: u64) -> RangeRequest {
         return RangeRequest::Full;
     };
     let (a, b) = (a.trim(), b.trim());
-    let range = if a.is_empty() {
-        match b.parse::<u64>() {
-            Ok(0) | Err(_) => return RangeRequest::Unsatisfiable,
-            Ok(n) => (size.saturating_sub(n), size.saturating_sub(1)),
+    let last = size.saturating_sub(1);
+    let (start, end) = if a.is_empty() {
+        // Suffix range: the last `n` bytes (all of them if `n` exceeds the size).
+        match range_pos(b) {
+            None => return RangeRequest::Full,
+            Some(0) => return RangeRequest::Unsatisfiable,
+            Some(n) => (size.saturating_sub(n), last),
         }
     } else {
-        let Ok(start) = a.parse::<u64>() else {
+        let Some(start) = range_pos(a) else {
             return RangeRequest::Full;
         };
         let end = if b.is_empty() {
-            size.saturating_sub(1)
+            last
         } else {
-            match b.parse::<u64>() {
-                Ok(e) if e >= start => e.min(size.saturating_sub(1)),
+            match range_pos(b) {
+                Some(e) if e >= start => e.min(last),
                 _ => return RangeRequest::Full,
             }
         };
         (start, end)
     };
-    if size == 0 || range.0 >= size {
+    if size == 0 || start >= size {
         RangeRequest::Unsatisfiable
     } else {
-        RangeRequest::Partial(range.0, range.1)
+        RangeRequest::Partial(start, end)
     }
 }
 
@@ -293,6 +311,38 @@ mod tests {
         assert_eq!(parse_range(Some("bytes=5-2"), 10), RangeRequest::Full);
         assert_eq!(parse_range(Some("bytes=0-1,3-4"), 10), RangeRequest::Full);
         assert_eq!(parse_range(Some("items=0-1"), 10), RangeRequest::Full);
+        // Positions beyond u64 saturate: still a valid range, clamped to the file or past its end.
+        assert_eq!(
+            parse_range(Some("bytes=0-99999999999999999999999"), 10),
+            RangeRequest::Partial(0, 9)
+        );
+        assert_eq!(
+            parse_range(Some("bytes=99999999999999999999999-"), 10),
+            RangeRequest::Unsatisfiable
+        );
+        assert_eq!(
+            parse_range(Some("bytes=-99999999999999999999999"), 10),
+            RangeRequest::Partial(0, 9)
+        );
+        assert_eq!(
+            parse_range(Some("bytes=-20"), 10),
+            RangeRequest::Partial(0, 9)
+        );
+        // Malformed specs are ignored (whole body), not refused.
+        for bad in [
+            "bytes=-",
+            "bytes=-5-",
+            "bytes=+1-2",
+            "bytes=1-+2",
+            "bytes=a-",
+            "bytes=1.5-2",
+        ] {
+            assert_eq!(parse_range(Some(bad), 10), RangeRequest::Full, "{bad}");
+        }
+        assert_eq!(
+            parse_range(Some("bytes=-0"), 10),
+            RangeRequest::Unsatisfiable
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub enum PathError {
     BadCharacter(String),
     #[error("path `{0}` has an empty, `.` or `..` component; send a normalized relative path")]
     BadComponent(String),
-    #[error("path `{0}` is inside `.git/`, which a repository cannot contain")]
+    #[error("path `{0}` has a `.git` component, which a repository cannot contain")]
     GitDir(String),
 }
 
@@ -28,14 +28,16 @@ pub fn validate_repo_path(path: &str) -> Result<&str, PathError> {
     if path.starts_with('/') {
         return Err(PathError::Absolute(path.to_owned()));
     }
-    let mut components = path.split('/');
+    let components = path.split('/');
     if components
         .clone()
         .any(|c| c.is_empty() || c == "." || c == "..")
     {
         return Err(PathError::BadComponent(path.to_owned()));
     }
-    if components.next() == Some(".git") {
+    // Git refuses `.git` as any component (case-insensitively, for case-folding filesystems): such a
+    // file could never be mirrored to git, and checked out it would plant hooks or config.
+    if components.clone().any(|c| c.eq_ignore_ascii_case(".git")) {
         return Err(PathError::GitDir(path.to_owned()));
     }
     Ok(path)
@@ -81,9 +83,14 @@ mod tests {
             validate_repo_path("a\0b"),
             Err(PathError::BadCharacter(_))
         ));
-        assert!(matches!(
-            validate_repo_path(".git/config"),
-            Err(PathError::GitDir(_))
-        ));
+        for git in [".git/config", "a/.git/hooks/x", "a/.GIT", ".Git/HEAD"] {
+            assert!(
+                matches!(validate_repo_path(git), Err(PathError::GitDir(_))),
+                "{git}"
+            );
+        }
+        // Only an exact `.git` component is refused.
+        assert_eq!(validate_repo_path("a/.github/x.yml"), Ok("a/.github/x.yml"));
+        assert_eq!(validate_repo_path(".gitattributes"), Ok(".gitattributes"));
     }
 }

@@ -61,6 +61,8 @@ impl Default for HubConfig {
 const MAX_JSON_BODY: usize = 8 << 20;
 /// Entries per tree page (the Hub uses 1000).
 const TREE_PAGE: usize = 1000;
+/// Commits per history page (the Hub pages `list_repo_commits` too).
+const COMMITS_PAGE: usize = 1000;
 /// How long an LFS upload ticket stays valid.
 const TICKET_TTL: Duration = Duration::from_secs(3600);
 
@@ -202,6 +204,21 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
         ["api", "kforge", "lfs-upload", ticket] if method == Method::PUT => {
             lfs_upload(hub, ticket.to_string(), req).await
         }
+        // The client asks these of dataset/space repos (`repo_exists`, `file_exists`, `hf_hub_download`) and
+        // of namespace-less ids; RepoNotFound lets it answer "does not exist" instead of a generic error.
+        ["api", ty @ ("datasets" | "spaces"), ns, name, ..] => {
+            Err(unsupported_repo_type(ty, &decode(ns)?, &decode(name)?))
+        }
+        ["api", "models" | "kernels" | "datasets" | "spaces", id] if get_or_head => {
+            Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                Some("RepoNotFound"),
+                format!(
+                    "Repository Not Found for `{}`: repo ids on this hub are `namespace/name`",
+                    decode(id)?
+                ),
+            ))
+        }
         ["api", ty, ns, name, rest @ ..] if *ty == "models" || *ty == "kernels" => {
             let repo_type = if *ty == "models" {
                 RepoType::Model
@@ -211,6 +228,28 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
             let key = repo_key(repo_type, ns, name)?;
             let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
             repo_api(hub, key, rest, req).await
+        }
+        [
+            ty @ ("datasets" | "spaces"),
+            ns,
+            name,
+            "resolve",
+            _,
+            file @ ..,
+        ] if get_or_head && !file.is_empty() => {
+            Err(unsupported_repo_type(ty, &decode(ns)?, &decode(name)?))
+        }
+        [
+            ty @ ("datasets" | "spaces"),
+            ns,
+            git,
+            "info",
+            "lfs",
+            "objects",
+            _,
+        ] if method == Method::POST => {
+            let name = git.strip_suffix(".git").unwrap_or(git);
+            Err(unsupported_repo_type(ty, &decode(ns)?, &decode(name)?))
         }
         _ => {
             // A kernel repo's file endpoints are a model repo's behind a `kernels/` prefix; a path that is
@@ -237,6 +276,17 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
             }
         }
     }
+}
+
+/// 404 RepoNotFound for a repo type this hub does not serve (`datasets`, `spaces`).
+fn unsupported_repo_type(plural: &str, ns: &str, name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        Some("RepoNotFound"),
+        format!(
+            "Repository Not Found for {plural} `{ns}/{name}`: this hub serves model and kernel repos only"
+        ),
+    )
 }
 
 /// An endpoint on a repo's files, with its still-encoded path segments.
@@ -358,10 +408,25 @@ async fn writable_repo(
     Ok(repo)
 }
 
+/// Why reading a request body failed: 413 `PayloadTooLarge` when it exceeded `limit` bytes, else 400.
+fn body_error(e: &axum::Error, what: &str, limit: usize, hint: &str) -> ApiError {
+    let too_large = std::iter::successors(Some(e as &dyn std::error::Error), |e| e.source())
+        .any(|e| e.is::<http_body_util::LengthLimitError>());
+    if too_large {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            Some("PayloadTooLarge"),
+            format!("the {what} body is larger than the hub's limit of {limit} bytes{hint}"),
+        )
+    } else {
+        ApiError::bad_request(format!("reading the {what} body failed: {e}"))
+    }
+}
+
 async fn read_json<T: for<'de> Deserialize<'de>>(req: Request, what: &str) -> Result<T, ApiError> {
     let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BODY)
         .await
-        .map_err(|e| ApiError::bad_request(format!("reading the {what} body: {e}")))?;
+        .map_err(|e| body_error(&e, what, MAX_JSON_BODY, ""))?;
     let text = if bytes.iter().all(u8::is_ascii_whitespace) {
         &b"{}"[..]
     } else {
@@ -572,7 +637,7 @@ async fn repo_api(hub: Shared, key: RepoKey, rest: Vec<String>, req: Request) ->
             preupload(hub, key, who, tail, req).await
         }
         ("commit", &Method::POST) if !tail.is_empty() => commit(hub, key, who, tail, req).await,
-        ("commits", &Method::GET) if !tail.is_empty() => commits(hub, key, who, tail).await,
+        ("commits", &Method::GET) if !tail.is_empty() => commits(hub, key, who, tail, req).await,
         ("paths-info", &Method::POST) if !tail.is_empty() => {
             paths_info(hub, key, who, tail, req).await
         }
@@ -667,20 +732,19 @@ async fn tree(
         return Err(ApiError::entry_not_found(&dir, &commit.id));
     }
     let all = tree.list(&dir, query_flag(&q, "recursive"));
-    let start: usize = match query_value(&q, "cursor") {
-        None => 0,
-        Some(c) => c.parse().map_err(|_| {
-            ApiError::bad_request(format!("cursor `{c}` is not one this hub issued"))
-        })?,
-    };
-    let limit = query_value(&q, "limit")
-        .and_then(|l| l.parse::<usize>().ok())
-        .unwrap_or(TREE_PAGE)
-        .clamp(1, TREE_PAGE);
-    let page: Vec<Value> = all
+    let start = index_param(&q, "cursor", |c| {
+        format!("cursor `{c}` is not one this hub issued")
+    })?;
+    let limit = page_limit(&q, TREE_PAGE);
+    if start > all.len() {
+        return Err(ApiError::bad_request(format!(
+            "cursor `{start}` is past the end of this listing ({} entries); start again without a cursor",
+            all.len()
+        )));
+    }
+    let end = start.saturating_add(limit).min(all.len());
+    let page: Vec<Value> = all[start..end]
         .iter()
-        .skip(start)
-        .take(limit)
         .map(|item| match item {
             Listing::File(path, e) => file_json(path, e),
             Listing::Dir(d) => {
@@ -689,10 +753,10 @@ async fn tree(
         })
         .collect();
     let mut resp = axum::Json(page).into_response();
-    if start + limit < all.len() {
+    if end < all.len() {
         let mut pairs: Vec<(String, String)> =
             q.into_iter().filter(|(k, _)| k != "cursor").collect();
-        pairs.push(("cursor".into(), (start + limit).to_string()));
+        pairs.push(("cursor".into(), end.to_string()));
         let query = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(pairs)
             .finish();
@@ -786,11 +850,22 @@ async fn delete_ref(
 struct SettingsBody {
     private: Option<bool>,
     visibility: Option<String>,
+    gated: Option<Value>,
 }
 
 async fn settings(hub: Shared, key: RepoKey, who: Option<Identity>, req: Request) -> ApiResult {
     let repo = writable_repo(&hub, &key, who.as_ref()).await?;
     let body: SettingsBody = read_json(req, "settings").await?;
+    // Refused before anything changes: accepting it would report a gate that is never enforced.
+    if let Some(g) = body
+        .gated
+        .as_ref()
+        .filter(|g| !matches!(g, Value::Null | Value::Bool(false)))
+    {
+        return Err(ApiError::bad_request(format!(
+            "gated repos are not supported by this hub (got `gated: {g}`); only `gated: false` is accepted"
+        )));
+    }
     if let Some(private) = parse_private(body.private, body.visibility.as_deref())? {
         let meta = hub.meta.clone();
         blocking(move || Ok(meta.set_private(&repo, private)?)).await?;
@@ -798,11 +873,36 @@ async fn settings(hub: Shared, key: RepoKey, who: Option<Identity>, req: Request
     Ok(axum::Json(json!({})).into_response())
 }
 
-async fn commits(hub: Shared, key: RepoKey, who: Option<Identity>, rev: String) -> ApiResult {
+/// History newest first, in pages (`p`, as on the Hub) with an absolute `Link: <…>; rel="next"`, which
+/// `list_repo_commits` follows; a history longer than one page used to be cut silently at 1000.
+async fn commits(
+    hub: Shared,
+    key: RepoKey,
+    who: Option<Identity>,
+    rev: String,
+    req: Request,
+) -> ApiResult {
+    let q = query_pairs(req.uri().query());
+    let page = index_param(&q, "p", |p| {
+        format!("page `p={p}` is not a non-negative integer")
+    })?;
+    let limit = page_limit(&q, COMMITS_PAGE);
+    let start = page
+        .checked_mul(limit)
+        .ok_or_else(|| ApiError::bad_request(format!("page `p={page}` is out of range")))?;
     let repo = readable_repo(&hub, &key, who.as_ref()).await?;
     let meta = hub.meta.clone();
-    let log = blocking(move || Ok(meta.history(&repo, &rev, 1000)?)).await?;
-    let items: Vec<Value> = log
+    // One commit more than the page tells whether there is a next page.
+    let want = start.saturating_add(limit).saturating_add(1);
+    let log = blocking(move || Ok(meta.history(&repo, &rev, want)?)).await?;
+    if start > 0 && start >= log.len() {
+        return Err(ApiError::bad_request(format!(
+            "page `p={page}` is past the end of this history ({} commits)",
+            log.len()
+        )));
+    }
+    let end = start.saturating_add(limit).min(log.len());
+    let items: Vec<Value> = log[start..end]
         .iter()
         .map(|c| {
             json!({
@@ -811,7 +911,19 @@ async fn commits(hub: Shared, key: RepoKey, who: Option<Identity>, rev: String) 
             })
         })
         .collect();
-    Ok(axum::Json(items).into_response())
+    let mut resp = axum::Json(items).into_response();
+    if end < log.len() {
+        let mut pairs: Vec<(String, String)> = q.into_iter().filter(|(k, _)| k != "p").collect();
+        pairs.push(("p".into(), (page + 1).to_string()));
+        let query = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(pairs)
+            .finish();
+        let next = format!("{}{}?{query}", base_url(req.headers()), req.uri().path());
+        if let Ok(v) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+    Ok(resp)
 }
 
 async fn paths_info(
@@ -823,7 +935,7 @@ async fn paths_info(
 ) -> ApiResult {
     let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BODY)
         .await
-        .map_err(|e| ApiError::bad_request(format!("reading the paths-info body: {e}")))?;
+        .map_err(|e| body_error(&e, "paths-info", MAX_JSON_BODY, ""))?;
     let paths: Vec<String> = form_urlencoded::parse(&bytes)
         .filter(|(k, _)| k == "paths")
         .map(|(_, v)| v.trim_end_matches('/').to_owned())
@@ -946,22 +1058,28 @@ fn parse_commit_body(body: &[u8]) -> Result<ParsedCommit, ApiError> {
                     "commit line {n}: a second `header` line"
                 )));
             }
-            let summary = v
-                .get("summary")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .trim();
+            if !v.is_object() {
+                return Err(ApiError::bad_request(format!(
+                    "commit line {n}: the `header` value must be an object \
+                     {{\"summary\", \"description\", \"parentCommit\"}}"
+                )));
+            }
+            let opt_str = |field: &str| match v.get(field) {
+                None | Some(Value::Null) => Ok(""),
+                Some(Value::String(s)) => Ok(s.as_str()),
+                Some(_) => Err(ApiError::bad_request(format!(
+                    "commit line {n}: header field `{field}` must be a string"
+                ))),
+            };
+            let summary = opt_str("summary")?.trim();
+            let description = opt_str("description")?;
             parsed = Some(ParsedCommit {
                 title: if summary.is_empty() {
                     "Upload files".into()
                 } else {
                     summary.to_owned()
                 },
-                message: v
-                    .get("description")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned(),
+                message: description.to_owned(),
                 parent: match v.get("parentCommit") {
                     None | Some(Value::Null) => None,
                     Some(Value::String(s)) => Some(s.clone()),
@@ -1094,17 +1212,16 @@ async fn commit(
     }
     let base = base_url(req.headers());
     let limit = usize::try_from(hub.config.max_commit).unwrap_or(usize::MAX);
-    let body = axum::body::to_bytes(req.into_body(), limit).await.map_err(|e| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            Some("PayloadTooLarge"),
-            format!(
-                "reading the commit body failed (limit {} bytes, `kforge hub serve --max-commit-mib`; \
-                 upload large files through LFS instead): {e}",
-                hub.config.max_commit
-            ),
-        )
-    })?;
+    let body = axum::body::to_bytes(req.into_body(), limit)
+        .await
+        .map_err(|e| {
+            body_error(
+                &e,
+                "commit",
+                limit,
+                " (`kforge hub serve --max-commit-mib`; upload large files through LFS instead)",
+            )
+        })?;
     let (meta, blobs) = (hub.meta.clone(), hub.blobs.clone());
     // Blobs are stored first; only the final transaction makes them reachable, so a failure or a crash at
     // any point leaves the branch at its previous commit.
@@ -1253,7 +1370,12 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
             let mut objects = Vec::with_capacity(body.objects.len());
             for o in body.objects {
                 let (Some(oid), Some(size)) = (o.oid.as_str(), o.size.as_u64()) else {
-                    objects.push(json!({ "oid": o.oid.to_string(), "size": 0,
+                    // Echo the oid as sent (a string stays a string) so the client can tell which object failed.
+                    let echoed = o
+                        .oid
+                        .as_str()
+                        .map_or_else(|| o.oid.to_string(), str::to_owned);
+                    objects.push(json!({ "oid": echoed, "size": o.size.as_u64().unwrap_or(0),
                         "error": { "code": 422, "message": "oid must be a string and size an integer" } }));
                     continue;
                 };
@@ -1539,6 +1661,26 @@ pub fn serve_blocking(
         on_ready,
         termination_signal(),
     ))
+}
+
+/// A paging position from the query (`cursor`, `p`): 0 when absent, a 400 with `bad(value)` when not a number.
+fn index_param(
+    q: &[(String, String)],
+    key: &str,
+    bad: impl FnOnce(&str) -> String,
+) -> Result<usize, ApiError> {
+    match query_value(q, key) {
+        None => Ok(0),
+        Some(v) => v.parse().map_err(|_| ApiError::bad_request(bad(v))),
+    }
+}
+
+/// The page size asked for with `limit`, within 1..=`max` (`max` when absent or not a number).
+fn page_limit(q: &[(String, String)], max: usize) -> usize {
+    query_value(q, "limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .unwrap_or(max)
+        .clamp(1, max)
 }
 
 #[cfg(test)]

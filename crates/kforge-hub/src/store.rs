@@ -37,6 +37,15 @@ pub enum StoreError {
     RefExists(&'static str, String),
     #[error("{0} `{1}` not found")]
     RefNotFound(&'static str, String),
+    #[error(
+        "a {other} named `{name}` already exists; a {kind} of the same name would make revision `{name}` \
+         ambiguous (the {other} would shadow it); pick another name"
+    )]
+    RefNameTaken {
+        kind: &'static str,
+        other: &'static str,
+        name: String,
+    },
     #[error("cannot delete the default branch `main`")]
     DeleteMain,
     #[error(
@@ -554,6 +563,26 @@ impl MetaStore for SqliteStore {
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let target = Self::resolve_in(&tx, repo, rev)?;
+        // `resolve` tries branches before tags, so a tag named like a branch (or a branch created over a
+        // tag's name) would silently serve other content for that revision.
+        let other = match kind {
+            RefKind::Branch => RefKind::Tag,
+            RefKind::Tag => RefKind::Branch,
+        };
+        let taken = tx
+            .query_row(
+                "SELECT 1 FROM refs WHERE repo = ?1 AND kind = ?2 AND name = ?3",
+                params![repo.rowid, other.as_str(), name],
+                |_| Ok(()),
+            )
+            .optional()?;
+        if taken.is_some() {
+            return Err(StoreError::RefNameTaken {
+                kind: kind.as_str(),
+                other: other.as_str(),
+                name: name.to_owned(),
+            });
+        }
         let inserted = tx.execute(
             "INSERT OR IGNORE INTO refs (repo, kind, name, target) VALUES (?1, ?2, ?3, ?4)",
             params![repo.rowid, kind.as_str(), name, target.id],
@@ -766,6 +795,21 @@ mod tests {
             store.create_ref(&repo, RefKind::Branch, "v1", "main"),
             Err(StoreError::RefExists(..))
         ));
+        // A tag may not take a branch's name (nor the reverse): the branch would shadow it.
+        for (kind, name) in [
+            (RefKind::Tag, "v1"),
+            (RefKind::Tag, "main"),
+            (RefKind::Branch, "t1"),
+        ] {
+            assert!(
+                matches!(
+                    store.create_ref(&repo, kind, name, &initial.id),
+                    Err(StoreError::RefNameTaken { .. })
+                ),
+                "{name}"
+            );
+        }
+        assert_eq!(store.resolve(&repo, "v1").unwrap(), c1);
         assert_eq!(store.resolve(&repo, "t1").unwrap(), initial);
         let c2 = store
             .commit(&repo, &request("v1", None, vec![put("c", 4)]))

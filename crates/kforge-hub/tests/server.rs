@@ -284,7 +284,7 @@ fn bad_input_is_refused_with_clear_4xx_and_writes_nothing() {
         (
             ndjson(json!({}), &[file_op(".git/config", b"x")]),
             400,
-            ".git/",
+            "`.git` component",
         ),
         (
             ndjson(
@@ -315,7 +315,7 @@ fn bad_input_is_refused_with_clear_4xx_and_writes_nothing() {
         (
             ndjson(json!({}), &[file_op("big", &[7u8; 8192])]),
             413,
-            "limit 4096",
+            "limit of 4096 bytes",
         ),
         (
             ndjson(
@@ -744,4 +744,244 @@ fn gc_removes_only_unreferenced_blobs() {
         .tree(&hub.meta.resolve(&a, "main").unwrap().tree_id)
         .unwrap();
     assert_eq!(tree.files.len(), 2);
+}
+
+#[test]
+fn hostile_queries_ranges_and_refs_get_clear_answers() {
+    let t = start(HubConfig::default());
+    let tok = t.token("alice", true, &["acme"]);
+    t.create(&tok, "acme/h", "model");
+    let done = t.commit(
+        &tok,
+        "models/acme/h",
+        "main",
+        ndjson(json!({}), &[file_op("d/a.txt", b"0123456789")]),
+    );
+    assert_eq!(done.status, 200);
+
+    // A cursor near usize::MAX used to overflow `start + limit` (a panic, answered 500).
+    let api = format!("{}/api/models/acme/h", t.url);
+    for cursor in ["18446744073709551615", "3"] {
+        let a = call(
+            "GET",
+            &format!("{api}/tree/main?recursive=true&cursor={cursor}"),
+            None,
+            &[],
+            None,
+        );
+        assert_eq!(
+            a.status,
+            400,
+            "{cursor}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
+        assert!(a.json()["error"].as_str().unwrap().contains("past the end"));
+    }
+    // The last valid cursor gives an empty page, not an error.
+    let end = call(
+        "GET",
+        &format!("{api}/tree/main?recursive=true&cursor=2"),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!((end.status, end.json()), (200, json!([])));
+
+    // Ranges: huge positions saturate instead of being ignored or refused.
+    let url = format!("{}/acme/h/resolve/main/d/a.txt", t.url);
+    let range = |spec: &str| call("GET", &url, None, &[("range", spec)], None);
+    let huge_end = range("bytes=2-99999999999999999999999");
+    assert_eq!(huge_end.status, 206);
+    assert_eq!(huge_end.header("content-range"), Some("bytes 2-9/10"));
+    assert_eq!(huge_end.body, b"23456789");
+    let huge_suffix = range("bytes=-99999999999999999999999");
+    assert_eq!(huge_suffix.status, 206);
+    assert_eq!(huge_suffix.body, b"0123456789");
+    let huge_start = range("bytes=99999999999999999999999-");
+    assert_eq!(huge_start.status, 416);
+    assert_eq!(huge_start.header("content-range"), Some("bytes */10"));
+    for malformed in ["bytes=-", "bytes=-5-", "bytes=+1-2"] {
+        let a = range(malformed);
+        assert_eq!(
+            (a.status, a.body.as_slice()),
+            (200, &b"0123456789"[..]),
+            "{malformed}"
+        );
+    }
+
+    // Repo types this hub does not serve, and ids without a namespace, are RepoNotFound (what the client's
+    // repo_exists/file_exists/hf_hub_download need), not a code-less 404.
+    for path in [
+        "/api/datasets/acme/h",
+        "/api/spaces/acme/h/revision/main",
+        "/datasets/acme/h/resolve/main/d/a.txt",
+        "/spaces/acme/h/resolve/main/x",
+        "/api/models/solo",
+    ] {
+        let a = call("GET", &format!("{}{path}", t.url), None, &[], None);
+        assert_eq!(a.status, 404, "{path}");
+        assert_eq!(a.header("x-error-code"), Some("RepoNotFound"), "{path}");
+    }
+    let head = call(
+        "HEAD",
+        &format!("{}/datasets/acme/h/resolve/main/x", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(head.header("x-error-code"), Some("RepoNotFound"));
+
+    // A JSON body over the limit is 413, not a 400 that reads like malformed JSON.
+    let big = vec![b' '; (8 << 20) + 10];
+    let a = call(
+        "POST",
+        &format!("{api}/preupload/main"),
+        Some(&tok),
+        &[],
+        Some(big),
+    );
+    assert_eq!(a.status, 413);
+    assert_eq!(a.header("x-error-code"), Some("PayloadTooLarge"));
+
+    // An LFS batch error echoes the oid the client sent (a string stays a plain string).
+    let batch = post_json(
+        &format!("{}/acme/h.git/info/lfs/objects/batch", t.url),
+        Some(&tok),
+        json!({ "operation": "upload", "objects": [{ "oid": "abc", "size": -1 }] }),
+    );
+    assert_eq!(batch.json()["objects"][0]["oid"], "abc");
+    assert_eq!(batch.json()["objects"][0]["error"]["code"], 422);
+
+    // A header that is not an object, or with non-string fields, is refused rather than ignored.
+    let before = t.head("models/acme/h", "main");
+    for (header, needle) in [
+        (json!("just a string"), "must be an object"),
+        (json!({ "summary": 5 }), "`summary` must be a string"),
+        (
+            json!({ "description": ["x"] }),
+            "`description` must be a string",
+        ),
+    ] {
+        let body = ndjson(header, &[file_op("x", b"x")]);
+        let a = t.commit(&tok, "models/acme/h", "main", body);
+        assert_eq!(a.status, 400);
+        assert!(
+            a.json()["error"].as_str().unwrap().contains(needle),
+            "{needle}"
+        );
+    }
+    let nested_git = t.commit(
+        &tok,
+        "models/acme/h",
+        "main",
+        ndjson(
+            json!({}),
+            &[file_op("sub/.git/hooks/post-checkout", b"#!/bin/sh")],
+        ),
+    );
+    assert_eq!(nested_git.status, 400);
+    assert_eq!(t.head("models/acme/h", "main"), before);
+
+    // Gating is not implemented: asking for it is refused and changes nothing.
+    let settings = call(
+        "PUT",
+        &format!("{api}/settings"),
+        Some(&tok),
+        &[],
+        Some(
+            json!({ "gated": "auto", "private": true })
+                .to_string()
+                .into_bytes(),
+        ),
+    );
+    assert_eq!(settings.status, 400);
+    assert!(settings.json()["error"].as_str().unwrap().contains("gated"));
+    let info = call("GET", &api, None, &[], None);
+    assert_eq!(info.json()["private"], false);
+    let ungated = call(
+        "PUT",
+        &format!("{api}/settings"),
+        Some(&tok),
+        &[],
+        Some(json!({ "gated": false }).to_string().into_bytes()),
+    );
+    assert_eq!(ungated.status, 200);
+
+    // A tag named like a branch (or the reverse) would be shadowed by it: 409.
+    let tag_main = post_json(
+        &format!("{api}/tag/main"),
+        Some(&tok),
+        json!({ "tag": "main" }),
+    );
+    assert_eq!(tag_main.status, 409);
+    assert!(
+        tag_main.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("ambiguous")
+    );
+    let tag = post_json(
+        &format!("{api}/tag/main"),
+        Some(&tok),
+        json!({ "tag": "v1" }),
+    );
+    assert_eq!(tag.status, 200);
+    let branch = post_json(&format!("{api}/branch/v1"), Some(&tok), json!({}));
+    assert_eq!(branch.status, 409);
+    let refs = call("GET", &format!("{api}/refs"), None, &[], None).json();
+    assert_eq!(refs["branches"].as_array().unwrap().len(), 1);
+    assert_eq!(refs["tags"][0]["name"], "v1");
+}
+
+#[test]
+fn commit_history_is_paged_with_link_headers() {
+    let t = start(HubConfig::default());
+    let tok = t.token("alice", true, &[]);
+    t.create(&tok, "alice/log", "model");
+    for i in 0..4 {
+        let body = ndjson(
+            json!({ "summary": format!("c{i}") }),
+            &[file_op("f", i.to_string().as_bytes())],
+        );
+        assert_eq!(t.commit(&tok, "models/alice/log", "main", body).status, 200);
+    }
+    // 5 commits (4 + the initial one) in pages of 2: the client follows `Link` until there is none.
+    let mut url = Some(format!(
+        "{}/api/models/alice/log/commits/main?limit=2",
+        t.url
+    ));
+    let (mut titles, mut pages) = (Vec::new(), 0);
+    while let Some(u) = url.take() {
+        let a = call("GET", &u, None, &[], None);
+        assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+        pages += 1;
+        titles.extend(
+            a.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["title"].as_str().unwrap().to_owned()),
+        );
+        url = a.header("link").map(|l| {
+            assert!(l.starts_with(&format!("<{}/", t.url)), "{l}");
+            l.split(';')
+                .next()
+                .unwrap()
+                .trim_matches(['<', '>'])
+                .to_owned()
+        });
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(titles, ["c3", "c2", "c1", "c0", "initial commit"]);
+    for bad in ["p=3", "p=abc", "p=18446744073709551615"] {
+        let a = call(
+            "GET",
+            &format!("{}/api/models/alice/log/commits/main?limit=2&{bad}", t.url),
+            None,
+            &[],
+            None,
+        );
+        assert_eq!(a.status, 400, "{bad}");
+        assert_eq!(a.header("x-error-code"), Some("BadRequest"));
+    }
 }

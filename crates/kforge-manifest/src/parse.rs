@@ -309,11 +309,17 @@ impl<'a> Parser<'a> {
                 .map(|(n, _)| n.to_string())
                 .unwrap_or_default();
             let span = t.key(&first).and_then(|k| k.span());
+            // A legacy file without any framework table is noarch too: say so rather than name a table it lacks.
+            let why = if root.contains_key("torch-noarch") {
+                "the project uses [torch-noarch]"
+            } else {
+                "the project has no [torch] table (a legacy build.toml without one is a noarch project)"
+            };
             self.push_at(
                     "manifest::noarch-kernel",
                     span,
                     "compiled component",
-                    format!("[kernel.{first}] is a compiled component, but the project uses [torch-noarch]"),
+                    format!("[kernel.{first}] is a compiled component, but {why}"),
                     Some("use [torch] (an AOT extension) for compiled kernels, or remove the [kernel.*] tables".into()),
                 );
         }

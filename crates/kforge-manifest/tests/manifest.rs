@@ -747,6 +747,18 @@ fn noarch_rules() {
             "P/build.toml:10:9: error: [kernel.k] is a compiled component, but the project uses [torch-noarch] (help: use [torch] (an AOT extension) for compiled kernels, or remove the [kernel.*] tables)"
         ]
     );
+    // A legacy file with no framework table is noarch as well; the error says that, not [torch-noarch].
+    let legacy = "[general]\nname = \"tri\"\nbackends = [\"cpu\"]\n\n[kernel.k]\nbackend = \"cpu\"\ndepends = []\nsrc = []\n";
+    let legacy_errors: Vec<String> = problems(legacy, &files)
+        .into_iter()
+        .filter(|p| p.contains("error:"))
+        .collect();
+    assert_eq!(
+        legacy_errors,
+        vec![
+            "P/build.toml:5:9: error: [kernel.k] is a compiled component, but the project has no [torch] table (a legacy build.toml without one is a noarch project) (help: use [torch] (an AOT extension) for compiled kernels, or remove the [kernel.*] tables)"
+        ]
+    );
     // An empty [kernel] table is how HF's noarch examples spell "no kernels".
     assert_eq!(
         problems(&format!("{base}\n[kernel]\n"), &files),

@@ -1,0 +1,129 @@
+"""Edge cases of the genuine huggingface_hub client (2.x) against `kforge hub serve`: unsupported repo
+types, ranged reads at the edges, ref-name collisions, settings the hub cannot honour, hostile paths."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+from huggingface_hub.errors import BadRequestError, HfHubHTTPError, RepositoryNotFoundError
+
+
+@dataclass
+class Raw:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def raw_get(url: str, headers: dict[str, str] | None = None) -> Raw:
+    """A plain GET (stdlib), for requests the client never builds itself."""
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return Raw(resp.status, {k.lower(): v for k, v in resp.headers.items()}, resp.read())
+    except urllib.error.HTTPError as e:
+        return Raw(e.code, {k.lower(): v for k, v in e.headers.items()}, e.read())
+
+
+@pytest.fixture
+def alice(kforge_hub):
+    return HfApi(endpoint=kforge_hub.url, token=kforge_hub.token("alice", orgs=["acme"]))
+
+
+def test_unsupported_repo_types_do_not_exist(kforge_hub, alice, tmp_path: Path):
+    alice.create_repo("acme/m")
+    alice.upload_file(path_or_fileobj=b"x", path_in_repo="a.txt", repo_id="acme/m")
+    # The model exists; a dataset or space of the same id does not. Before, the code-less 404 made
+    # repo_exists/file_exists raise and hf_hub_download report a connection problem.
+    assert alice.repo_exists("acme/m")
+    assert alice.repo_exists("acme/m", repo_type="dataset") is False
+    assert alice.repo_exists("acme/m", repo_type="space") is False
+    assert alice.file_exists("acme/m", "a.txt", repo_type="dataset") is False
+    assert alice.repo_exists("no-namespace") is False
+    with pytest.raises(RepositoryNotFoundError):
+        hf_hub_download(
+            "acme/m", "a.txt", repo_type="dataset", cache_dir=tmp_path / "c", endpoint=kforge_hub.url
+        )
+    with pytest.raises(RepositoryNotFoundError):
+        alice.list_repo_files("acme/m", repo_type="dataset")
+
+
+def test_ranges_at_the_edges(kforge_hub, alice):
+    data = bytes(range(256)) * 4
+    alice.create_repo("acme/r")
+    alice.upload_file(path_or_fileobj=data, path_in_repo="b.bin", repo_id="acme/r")
+    url = f"{kforge_hub.url}/acme/r/resolve/main/b.bin"
+
+    def get(spec: str) -> Raw:
+        return raw_get(url, {"Range": spec})
+
+    r = get("bytes=1000-99999999999999999999999")
+    assert (r.status, r.headers["content-range"], r.body) == (206, "bytes 1000-1023/1024", data[1000:])
+    r = get("bytes=-99999999999999999999999")
+    assert (r.status, r.body) == (206, data)
+    r = get("bytes=99999999999999999999999-")
+    assert (r.status, r.headers["content-range"]) == (416, "bytes */1024")
+    r = get("bytes=-5-")
+    assert (r.status, r.body) == (200, data)
+
+
+def test_tag_and_branch_names_cannot_shadow_each_other(alice):
+    alice.create_repo("acme/refs", repo_type="kernel")
+    one = alice.upload_file(path_or_fileobj=b"1", path_in_repo="f", repo_id="acme/refs", repo_type="kernel")
+    alice.create_branch("acme/refs", branch="v1", repo_type="kernel")
+    alice.upload_file(path_or_fileobj=b"2", path_in_repo="f", repo_id="acme/refs", repo_type="kernel")
+    with pytest.raises(HfHubHTTPError) as exc:
+        alice.create_tag("acme/refs", tag="v1", repo_type="kernel")
+    assert exc.value.response.status_code == 409
+    assert "ambiguous" in str(exc.value)
+    alice.create_tag("acme/refs", tag="v1.0", revision=one.oid, repo_type="kernel")
+    with pytest.raises(HfHubHTTPError) as exc:
+        alice.create_branch("acme/refs", branch="v1.0", repo_type="kernel")
+    assert exc.value.response.status_code == 409
+    refs = alice.list_repo_refs("acme/refs", repo_type="kernel")
+    assert sorted(b.name for b in refs.branches) == ["main", "v1"]
+    assert {t.name: t.target_commit for t in refs.tags} == {"v1.0": one.oid}
+
+
+def test_gating_is_refused_not_silently_ignored(kforge_hub, alice):
+    alice.create_repo("acme/g")
+    with pytest.raises(BadRequestError, match="gated repos are not supported"):
+        alice.update_repo_settings("acme/g", gated="auto")
+    alice.update_repo_settings("acme/g", gated=False)
+    assert HfApi(endpoint=kforge_hub.url, token=False).repo_info("acme/g").private is False
+
+
+def test_nested_git_dirs_and_bad_headers_are_refused(kforge_hub, alice):
+    alice.create_repo("acme/p")
+    # The client itself refuses an exact `.git` component; the hub also refuses case variants.
+    for bad in ["sub/.Git/config", "a/.GIT/hooks/post-checkout"]:
+        with pytest.raises(BadRequestError, match="`.git` component"):
+            alice.create_commit("acme/p", [CommitOperationAdd(bad, b"x")], commit_message="bad")
+    assert alice.list_repo_files("acme/p") == []
+    # A cursor past the end of a listing is a 400 with a message, never a 500.
+    r = raw_get(f"{kforge_hub.url}/api/models/acme/p/tree/main?cursor=18446744073709551615")
+    assert r.status == 400
+    assert r.headers["x-error-code"] == "BadRequest"
+    assert "past the end" in json.loads(r.body)["error"]
+
+
+def test_commit_history_pages_are_followed_by_the_client(kforge_hub, alice):
+    from huggingface_hub.utils._pagination import paginate
+
+    alice.create_repo("acme/log")
+    for i in range(3):
+        alice.upload_file(path_or_fileobj=str(i).encode(), path_in_repo="f", repo_id="acme/log")
+    expected = ["Upload f with huggingface_hub"] * 3 + ["initial commit"]
+    assert [c.title for c in alice.list_repo_commits("acme/log")] == expected
+    # Small pages through the client's own Link-following pager: nothing is lost or repeated.
+    items = list(
+        paginate(f"{kforge_hub.url}/api/models/acme/log/commits/main?limit=3", params={}, headers={})
+    )
+    assert [c["title"] for c in items] == expected
+    assert len({c["id"] for c in items}) == 4
