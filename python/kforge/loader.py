@@ -422,43 +422,42 @@ def install_kernel(
     _check_args(
         repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
     )
-    return _install(
-        repo_id,
-        revision=revision,
-        version=version,
-        backend=backend,
-        local_files_only=local_files_only,
-        user_agent=user_agent,
-        trust_remote_code=trust_remote_code,
-        chain=(),
-    )
 
-
-def _install(repo_id, *, revision, version, backend, local_files_only, user_agent, trust_remote_code, chain):
-    override = local_overrides().get(repo_id)
-    if override is not None:
-        variant_dir = find_local_variant(override, backend)
-    else:
-        variant_dir = resolve_variant(
-            repo_id,
-            revision=revision,
-            version=version,
+    def locate(rid, rev, ver):
+        return resolve_variant(
+            rid,
+            revision=rev,
+            version=ver,
             backend=backend,
             local_files_only=local_files_only,
             user_agent=user_agent,
             trust_remote_code=trust_remote_code,
         ).variant_dir
+
+    return _walk_tree(repo_id, revision, version, backend=backend, locate=locate)
+
+
+def _walk_tree(repo_id, revision, version, *, backend, locate, visit=None, chain=()) -> Path:
+    """The kernel `repo_id` and its kernel-depends, depth first and cycle-checked: each one's variant
+    directory from LOCAL_KERNELS or `locate(repo_id, revision, version)`, then `visit(meta, variant_dir)`
+    before its dependencies. Returns the root's variant directory."""
+    override = local_overrides().get(repo_id)
+    if override is not None:
+        variant_dir = find_local_variant(override, backend)
+    else:
+        variant_dir = locate(repo_id, revision, version)
     meta = Metadata.read_from_file(variant_dir / "metadata.json")
+    if visit is not None:
+        visit(meta, variant_dir)
     for dep in meta.kernel_depends:
         _check_cycle(chain, repo_id, dep.repo_id)
-        _install(
+        _walk_tree(
             dep.repo_id,
-            revision=dep.revision,
-            version=dep.version,
+            dep.revision,
+            dep.version,
             backend=backend,
-            local_files_only=local_files_only,
-            user_agent=user_agent,
-            trust_remote_code=trust_remote_code,
+            locate=locate,
+            visit=visit,
             chain=(*chain, repo_id),
         )
     return variant_dir
@@ -613,38 +612,26 @@ def has_kernel(
     _check_args(
         repo_id, revision=revision, version=version, backend=backend, trust_remote_code=trust_remote_code
     )
-    try:
-        _has_kernel(repo_id, revision, version, backend, trust_remote_code, check_arch, chain=())
-    except (FileNotFoundError, ArchMismatchError):  # NoCompatibleVariantError is a FileNotFoundError
-        return False
-    return True
 
-
-def _has_kernel(repo_id, revision, version, backend, trust_remote_code, check_arch, chain) -> None:
-    override = local_overrides().get(repo_id)
-    if override is not None:
-        variant_dir = find_local_variant(override, backend)
-    else:
+    def locate(rid, rev, ver):
         r = resolve_variant(
-            repo_id,
-            revision=revision,
-            version=version,
+            rid,
+            revision=rev,
+            version=ver,
             backend=backend,
             trust_remote_code=trust_remote_code,
             download=False,
         )
-        variant_dir = r.variant_dir
-        if not (variant_dir / "metadata.json").is_file() and not offline():
-            name = variant_dir.name
-            variant_dir = Hub().download_file(repo_id, r.commit, f"build/{name}/metadata.json").parent
-    meta = Metadata.read_from_file(variant_dir / "metadata.json")
-    if check_arch:
-        verify_arch(meta, variant_dir)
-    for dep in meta.kernel_depends:
-        _check_cycle(chain, repo_id, dep.repo_id)
-        _has_kernel(
-            dep.repo_id, dep.revision, dep.version, backend, trust_remote_code, check_arch, (*chain, repo_id)
-        )
+        if not (r.variant_dir / "metadata.json").is_file() and not offline():
+            return Hub().download_file(rid, r.commit, f"build/{r.variant_dir.name}/metadata.json").parent
+        return r.variant_dir
+
+    visit = verify_arch if check_arch else None
+    try:
+        _walk_tree(repo_id, revision, version, backend=backend, locate=locate, visit=visit)
+    except (FileNotFoundError, ArchMismatchError):  # NoCompatibleVariantError is a FileNotFoundError
+        return False
+    return True
 
 
 def get_kernel_variants(

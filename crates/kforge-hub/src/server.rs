@@ -754,16 +754,7 @@ async fn tree(
         .collect();
     let mut resp = axum::Json(page).into_response();
     if end < all.len() {
-        let mut pairs: Vec<(String, String)> =
-            q.into_iter().filter(|(k, _)| k != "cursor").collect();
-        pairs.push(("cursor".into(), end.to_string()));
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(pairs)
-            .finish();
-        let next = format!("{}{}?{query}", base_url(req.headers()), req.uri().path());
-        if let Ok(v) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
-            resp.headers_mut().insert(header::LINK, v);
-        }
+        link_next(&mut resp, &req, q, "cursor", end);
     }
     Ok(resp)
 }
@@ -913,15 +904,7 @@ async fn commits(
         .collect();
     let mut resp = axum::Json(items).into_response();
     if end < log.len() {
-        let mut pairs: Vec<(String, String)> = q.into_iter().filter(|(k, _)| k != "p").collect();
-        pairs.push(("p".into(), (page + 1).to_string()));
-        let query = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(pairs)
-            .finish();
-        let next = format!("{}{}?{query}", base_url(req.headers()), req.uri().path());
-        if let Ok(v) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
-            resp.headers_mut().insert(header::LINK, v);
-        }
+        link_next(&mut resp, &req, q, "p", page + 1);
     }
     Ok(resp)
 }
@@ -1661,6 +1644,20 @@ pub fn serve_blocking(
         on_ready,
         termination_signal(),
     ))
+}
+
+/// The next page's absolute URL as a `Link: <…>; rel="next"` header: this request's URL with the paging
+/// parameter `key` set to `next` (the other query parameters kept).
+fn link_next(resp: &mut Response, req: &Request, q: Vec<(String, String)>, key: &str, next: usize) {
+    let mut pairs: Vec<(String, String)> = q.into_iter().filter(|(k, _)| k != key).collect();
+    pairs.push((key.into(), next.to_string()));
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish();
+    let url = format!("{}{}?{query}", base_url(req.headers()), req.uri().path());
+    if let Ok(v) = HeaderValue::from_str(&format!("<{url}>; rel=\"next\"")) {
+        resp.headers_mut().insert(header::LINK, v);
+    }
 }
 
 /// A paging position from the query (`cursor`, `p`): 0 when absent, a 400 with `bad(value)` when not a number.

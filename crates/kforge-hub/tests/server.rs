@@ -149,6 +149,34 @@ impl TestHub {
     }
 }
 
+/// GETs `first` and every page its `Link: <absolute URL on base>; rel="next"` headers lead to, as a client
+/// pages; returns the page count and each item's string `field`, in order.
+fn follow_pages(first: &str, base: &str, field: &str) -> (usize, Vec<String>) {
+    let (mut url, mut pages, mut items) = (Some(first.to_owned()), 0, Vec::new());
+    while let Some(u) = url.take() {
+        let a = call("GET", &u, None, &[], None);
+        assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
+        pages += 1;
+        items.extend(
+            a.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e[field].as_str().unwrap().to_owned()),
+        );
+        url = a.header("link").map(|l| {
+            assert!(l.starts_with(&format!("<{base}/")), "{l}");
+            assert!(l.ends_with("; rel=\"next\""), "{l}");
+            l.split(';')
+                .next()
+                .unwrap()
+                .trim_matches(['<', '>'])
+                .to_owned()
+        });
+    }
+    (pages, items)
+}
+
 #[test]
 fn resolve_headers_ranges_and_errors() {
     let t = start(HubConfig::default());
@@ -508,32 +536,14 @@ fn tree_pages_follow_link_headers() {
             .status,
         200
     );
-    let mut url = Some(format!(
-        "{}/api/models/alice/many/tree/main?recursive=true&expand=false",
-        t.url
-    ));
-    let mut pages = 0;
-    let mut paths = Vec::new();
-    while let Some(u) = url.take() {
-        let a = call("GET", &u, None, &[], None);
-        assert_eq!(a.status, 200);
-        pages += 1;
-        paths.extend(
-            a.json()
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| e["path"].as_str().unwrap().to_owned()),
-        );
-        url = a.header("link").map(|l| {
-            assert!(l.ends_with("; rel=\"next\""), "{l}");
-            l.split(';')
-                .next()
-                .unwrap()
-                .trim_matches(['<', '>'])
-                .to_owned()
-        });
-    }
+    let (pages, paths) = follow_pages(
+        &format!(
+            "{}/api/models/alice/many/tree/main?recursive=true&expand=false",
+            t.url
+        ),
+        &t.url,
+        "path",
+    );
     assert_eq!(pages, 3);
     assert_eq!(paths.len(), 2301); // the folder plus every file
     assert_eq!(paths[0], "d");
@@ -946,31 +956,11 @@ fn commit_history_is_paged_with_link_headers() {
         assert_eq!(t.commit(&tok, "models/alice/log", "main", body).status, 200);
     }
     // 5 commits (4 + the initial one) in pages of 2: the client follows `Link` until there is none.
-    let mut url = Some(format!(
-        "{}/api/models/alice/log/commits/main?limit=2",
-        t.url
-    ));
-    let (mut titles, mut pages) = (Vec::new(), 0);
-    while let Some(u) = url.take() {
-        let a = call("GET", &u, None, &[], None);
-        assert_eq!(a.status, 200, "{}", String::from_utf8_lossy(&a.body));
-        pages += 1;
-        titles.extend(
-            a.json()
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|c| c["title"].as_str().unwrap().to_owned()),
-        );
-        url = a.header("link").map(|l| {
-            assert!(l.starts_with(&format!("<{}/", t.url)), "{l}");
-            l.split(';')
-                .next()
-                .unwrap()
-                .trim_matches(['<', '>'])
-                .to_owned()
-        });
-    }
+    let (pages, titles) = follow_pages(
+        &format!("{}/api/models/alice/log/commits/main?limit=2", t.url),
+        &t.url,
+        "title",
+    );
     assert_eq!(pages, 3);
     assert_eq!(titles, ["c3", "c2", "c1", "c0", "initial commit"]);
     for bad in ["p=3", "p=abc", "p=18446744073709551615"] {
