@@ -25,7 +25,8 @@ use crate::http::{
     query_value,
 };
 use crate::model::{
-    Commit, CommitRequest, Listing, Op, RESERVED_NAMESPACES, RefKind, Repo, RepoKey, RepoType, Tree,
+    BlobInfo, Commit, CommitRequest, Listing, Op, RESERVED_NAMESPACES, RefKind, Repo, RepoKey,
+    RepoType, Tree,
 };
 use crate::paths::validate_repo_path;
 use crate::store::{MetaStore, SqliteStore, StoreError};
@@ -67,6 +68,8 @@ const COMMITS_PAGE: usize = 1000;
 const TICKET_TTL: Duration = Duration::from_secs(3600);
 
 struct Ticket {
+    /// The repo whose writer asked; a finished upload grants it the blob.
+    repo: Repo,
     oid: String,
     size: u64,
     expires: Instant,
@@ -1146,8 +1149,12 @@ fn parse_commit_body(body: &[u8]) -> Result<ParsedCommit, ApiError> {
 }
 
 /// Store inline contents and check LFS references, turning pending operations into tree operations.
-fn materialize(blobs: &dyn BlobStore, pending: Vec<PendingOp>) -> Result<Vec<Op>, ApiError> {
-    let io_err = |e: std::io::Error| ApiError::internal(format!("blob storage: {e}"));
+fn materialize(
+    meta: &dyn MetaStore,
+    blobs: &dyn BlobStore,
+    repo: &Repo,
+    pending: Vec<PendingOp>,
+) -> Result<Vec<Op>, ApiError> {
     pending
         .into_iter()
         .map(|p| match p {
@@ -1158,7 +1165,7 @@ fn materialize(blobs: &dyn BlobStore, pending: Vec<PendingOp>) -> Result<Vec<Op>
                 Ok(Op::Put { path, blob })
             }
             PendingOp::Lfs { path, oid, size } => {
-                let blob = blobs.stat(&oid).map_err(io_err)?.ok_or_else(|| {
+                let blob = stat_granted(meta, blobs, repo, &oid)?.ok_or_else(|| {
                     ApiError::bad_request(format!(
                         "`{path}`: LFS object {oid} was never uploaded; upload it through the LFS batch API first"
                     ))
@@ -1217,7 +1224,7 @@ async fn commit(
                 "`parentCommit` `{p}` is not a 40-hex commit id"
             )));
         }
-        let ops = materialize(blobs.as_ref(), parsed.ops)?;
+        let ops = materialize(meta.as_ref(), blobs.as_ref(), &repo, parsed.ops)?;
         let request = CommitRequest {
             branch: rev,
             parent: parsed.parent,
@@ -1337,7 +1344,7 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
     let base = base_url(req.headers());
     match action.as_str() {
         "batch" => {
-            writable_repo(&hub, &key, who.as_ref()).await?;
+            let repo = writable_repo(&hub, &key, who.as_ref()).await?;
             let body: BatchBody = read_json(req, "LFS batch").await?;
             if body.operation != "upload" {
                 return Err(ApiError::bad_request(format!(
@@ -1375,18 +1382,13 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                     objects.push(json!({ "oid": oid, "size": size, "error": { "code": 413, "message": message } }));
                     continue;
                 }
-                let (blobs, o2) = (hub.blobs.clone(), oid.to_owned());
-                let existing = blocking(move || {
-                    blobs
-                        .stat(&o2)
-                        .map_err(|e| ApiError::internal(format!("blob storage: {e}")))
-                })
-                .await?;
+                let existing = granted_blob(&hub, &repo, oid).await?;
                 match existing {
-                    // Already stored: no `actions`, so the client skips the upload.
+                    // Already this repo's: no `actions`, so the client skips the upload.
                     Some(b) if b.size == size => objects.push(json!({ "oid": oid, "size": size })),
                     Some(b) => objects.push(json!({ "oid": oid, "size": size,
                         "error": { "code": 422, "message": format!("object {oid} is stored with size {}", b.size) } })),
+                    // Not stored, or stored for other repos only: the client must prove it has the bytes.
                     None => {
                         let ticket = random_hex(24)
                             .map_err(|e| ApiError::internal(format!("random source: {e}")))?;
@@ -1395,7 +1397,12 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                         tickets.retain(|_, t| t.expires > now);
                         tickets.insert(
                             ticket.clone(),
-                            Ticket { oid: oid.to_owned(), size, expires: now + TICKET_TTL },
+                            Ticket {
+                                repo: repo.clone(),
+                                oid: oid.to_owned(),
+                                size,
+                                expires: now + TICKET_TTL,
+                            },
                         );
                         objects.push(json!({ "oid": oid, "size": size, "authenticated": true, "actions": {
                             "upload": { "href": format!("{base}/api/kforge/lfs-upload/{ticket}"),
@@ -1411,7 +1418,7 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
             ))
         }
         "verify" => {
-            readable_repo(&hub, &key, who.as_ref()).await?;
+            let repo = readable_repo(&hub, &key, who.as_ref()).await?;
             let body: BatchObject = read_json(req, "LFS verify").await?;
             let (Some(oid), Some(size)) =
                 (body.oid.as_str().map(str::to_owned), body.size.as_u64())
@@ -1420,15 +1427,7 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                     "LFS verify body needs `oid` (string) and `size` (integer)",
                 ));
             };
-            let blobs = hub.blobs.clone();
-            let o = oid.clone();
-            let found = blocking(move || {
-                blobs
-                    .stat(&o)
-                    .map_err(|e| ApiError::internal(format!("blob storage: {e}")))
-            })
-            .await?;
-            match found {
+            match granted_blob(&hub, &repo, &oid).await? {
                 Some(b) if b.size == size => Ok(lfs_json(
                     StatusCode::OK,
                     json!({ "oid": oid, "size": size }),
@@ -1442,6 +1441,32 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
             "no LFS endpoint `{other}`; use batch or verify"
         ))),
     }
+}
+
+/// Blob `oid` if it is stored and `repo` may reference it (see [`MetaStore::grant_blob`]); a blob stored only
+/// for other repos reads as absent, so nothing reveals what they hold.
+fn stat_granted(
+    meta: &dyn MetaStore,
+    blobs: &dyn BlobStore,
+    repo: &Repo,
+    oid: &str,
+) -> Result<Option<BlobInfo>, ApiError> {
+    if !meta.blob_granted(repo, oid)? {
+        return Ok(None);
+    }
+    blobs
+        .stat(oid)
+        .map_err(|e| ApiError::internal(format!("blob storage: {e}")))
+}
+
+async fn granted_blob(hub: &Shared, repo: &Repo, oid: &str) -> Result<Option<BlobInfo>, ApiError> {
+    let (meta, blobs, repo, oid) = (
+        hub.meta.clone(),
+        hub.blobs.clone(),
+        repo.clone(),
+        oid.to_owned(),
+    );
+    blocking(move || stat_granted(meta.as_ref(), blobs.as_ref(), &repo, &oid)).await
 }
 
 /// Reads a request body that an async task forwards through a channel (blob writes are blocking).
@@ -1467,10 +1492,10 @@ impl std::io::Read for ChannelReader {
 
 /// `PUT` of one LFS object to its one-time URL; the body is streamed to disk and checked against the oid.
 async fn lfs_upload(hub: Shared, ticket: String, req: Request) -> ApiResult {
-    let (oid, size) = {
+    let (repo, oid, size) = {
         let tickets = hub.tickets.lock().unwrap_or_else(|p| p.into_inner());
         match tickets.get(&ticket) {
-            Some(t) if t.expires > Instant::now() => (t.oid.clone(), t.size),
+            Some(t) if t.expires > Instant::now() => (t.repo.clone(), t.oid.clone(), t.size),
             _ => {
                 return Err(ApiError::forbidden(
                     "unknown or expired upload URL; ask the LFS batch endpoint for a new one",
@@ -1514,6 +1539,8 @@ async fn lfs_upload(hub: Shared, ticket: String, req: Request) -> ApiResult {
         .map_err(|e| ApiError::internal(format!("upload task failed: {e}")))?;
     match stored {
         Ok(_) => {
+            let (meta, o) = (hub.meta.clone(), oid.clone());
+            blocking(move || Ok(meta.grant_blob(&repo, &o)?)).await?;
             hub.tickets
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

@@ -13,8 +13,8 @@ use sha1::{Digest, Sha1};
 
 use crate::auth::{Identity, new_token, token_hash};
 use crate::model::{
-    ApplyError, Commit, CommitRequest, RefEntry, RefKind, Repo, RepoKey, RepoType, Tree, apply_ops,
-    is_commit_id, validate_name, validate_ref_name,
+    ApplyError, Commit, CommitRequest, Op, RefEntry, RefKind, Repo, RepoKey, RepoType, Tree,
+    apply_ops, is_commit_id, validate_name, validate_ref_name,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +104,12 @@ pub trait MetaStore: Send + Sync + 'static {
     fn commit(&self, repo: &Repo, req: &CommitRequest) -> Result<Commit, StoreError>;
     /// Commits reachable from `rev`, newest first, at most `limit`.
     fn history(&self, repo: &Repo, rev: &str, limit: usize) -> Result<Vec<Commit>, StoreError>;
+    /// Record that a writer of `repo` proved it holds blob `sha256` (it uploaded the bytes or sent them inline).
+    /// Blobs are shared across repos, so only a grant lets a commit reference one without uploading it:
+    /// otherwise knowing a hash would be enough to copy a private repo's file.
+    fn grant_blob(&self, repo: &Repo, sha256: &str) -> Result<(), StoreError>;
+    /// May `repo` reference blob `sha256` without uploading it?
+    fn blob_granted(&self, repo: &Repo, sha256: &str) -> Result<bool, StoreError>;
     /// Drop trees no commit uses, then return the sha256 of every blob a remaining tree references.
     fn prune_and_list_referenced(&self) -> Result<std::collections::HashSet<String>, StoreError>;
 }
@@ -132,6 +138,8 @@ CREATE INDEX IF NOT EXISTS commits_repo ON commits (repo);
 CREATE TABLE IF NOT EXISTS refs (
     repo INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, target TEXT NOT NULL,
     PRIMARY KEY (repo, kind, name));
+CREATE TABLE IF NOT EXISTS blob_grants (
+    repo INTEGER NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY (repo, sha256));
 ";
 
 fn now() -> Duration {
@@ -203,8 +211,41 @@ impl SqliteStore {
             write_lock: Mutex::new(()),
             trees: Mutex::new(HashMap::new()),
         };
-        store.conn()?.execute_batch(SCHEMA)?;
+        let mut conn = store.conn()?;
+        let had_grants: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'blob_grants')",
+            [],
+            |r| r.get(0),
+        )?;
+        conn.execute_batch(SCHEMA)?;
+        if !had_grants {
+            Self::grant_committed_blobs(&mut conn)?;
+        }
+        drop(conn);
         Ok(store)
+    }
+
+    /// A data directory from before blob grants: every repo may keep referencing the blobs its commits hold.
+    fn grant_committed_blobs(conn: &mut Connection) -> Result<(), StoreError> {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut select = tx.prepare(
+                "SELECT DISTINCT c.repo, t.id, t.files FROM commits c JOIN trees t ON t.id = c.tree",
+            )?;
+            let mut insert =
+                tx.prepare("INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)")?;
+            let mut rows = select.query([])?;
+            while let Some(row) = rows.next()? {
+                let (repo, id, text): (i64, String, String) =
+                    (row.get(0)?, row.get(1)?, row.get(2)?);
+                let tree = Tree::from_json(&text).map_err(|e| StoreError::CorruptTree(id, e))?;
+                for file in tree.files.values() {
+                    insert.execute(params![repo, file.sha256])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     fn connect(&self) -> Result<Connection, StoreError> {
@@ -489,6 +530,7 @@ impl MetaStore for SqliteStore {
         let id = id.ok_or_else(|| StoreError::RepoNotFound(key.clone()))?;
         tx.execute("DELETE FROM refs WHERE repo = ?1", params![id])?;
         tx.execute("DELETE FROM commits WHERE repo = ?1", params![id])?;
+        tx.execute("DELETE FROM blob_grants WHERE repo = ?1", params![id])?;
         tx.execute("DELETE FROM repos WHERE id = ?1", params![id])?;
         tx.commit()?;
         Ok(())
@@ -645,6 +687,15 @@ impl MetaStore for SqliteStore {
         )?;
         let old = self.load_tree(&tx, &head_tree)?;
         let new = apply_ops(&old, &req.ops)?;
+        {
+            let mut grant =
+                tx.prepare("INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)")?;
+            for op in &req.ops {
+                if let Op::Put { blob, .. } = op {
+                    grant.execute(params![repo.rowid, blob.sha256])?;
+                }
+            }
+        }
         let commit = Self::insert_commit(
             &tx,
             repo,
@@ -660,6 +711,23 @@ impl MetaStore for SqliteStore {
         )?;
         tx.commit()?;
         Ok(commit)
+    }
+
+    fn grant_blob(&self, repo: &Repo, sha256: &str) -> Result<(), StoreError> {
+        let _w = self.write_guard();
+        self.conn()?.execute(
+            "INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)",
+            params![repo.rowid, sha256],
+        )?;
+        Ok(())
+    }
+
+    fn blob_granted(&self, repo: &Repo, sha256: &str) -> Result<bool, StoreError> {
+        Ok(self.conn()?.query_row(
+            "SELECT EXISTS (SELECT 1 FROM blob_grants WHERE repo = ?1 AND sha256 = ?2)",
+            params![repo.rowid, sha256],
+            |r| r.get(0),
+        )?)
     }
 
     fn prune_and_list_referenced(&self) -> Result<std::collections::HashSet<String>, StoreError> {
@@ -738,6 +806,42 @@ mod tests {
             author: "alice".into(),
             ops,
         }
+    }
+
+    #[test]
+    fn blob_grants_follow_commits_and_survive_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hub.sqlite");
+        let store = SqliteStore::open(&path).unwrap();
+        let (a, b) = (
+            store.create_repo(&key("a"), true, "alice").unwrap(),
+            store.create_repo(&key("b"), false, "bob").unwrap(),
+        );
+        store
+            .commit(&a, &request("main", None, vec![put("w", 1)]))
+            .unwrap();
+        store.grant_blob(&b, &blob(2).sha256).unwrap();
+        let granted =
+            |s: &SqliteStore, r: &Repo, n: u8| s.blob_granted(r, &blob(n).sha256).unwrap();
+        assert!(granted(&store, &a, 1) && !granted(&store, &b, 1));
+        assert!(granted(&store, &b, 2) && !granted(&store, &a, 2));
+        drop(store);
+
+        // A data directory written before grants existed: repos keep the blobs their commits reference, and
+        // nothing else (b's uncommitted upload has no commit to prove it).
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("DROP TABLE blob_grants")
+            .unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        assert!(granted(&store, &a, 1) && !granted(&store, &b, 1) && !granted(&store, &b, 2));
+
+        store.delete_repo(&key("a")).unwrap();
+        let a2 = store.create_repo(&key("a"), true, "alice").unwrap();
+        assert!(
+            !granted(&store, &a2, 1),
+            "a deleted repo's grants do not pass to a new one of that name"
+        );
     }
 
     #[test]

@@ -523,6 +523,126 @@ fn lfs_basic_upload_then_commit() {
     assert_eq!(denied.status, 403);
 }
 
+/// Blobs are stored once for the whole hub, but a repo only gets to skip an upload (or reference an LFS
+/// object) once its own writer has sent the bytes: a hash alone must not copy another repo's private file.
+#[test]
+fn lfs_objects_of_other_repos_are_neither_revealed_nor_reusable() {
+    let t = start(HubConfig::default());
+    let alice = t.token("alice", true, &["acme"]);
+    let mallory = t.token("mallory", true, &["evil"]);
+    let post = |repo: &str, action: &str, tok: &str, body: Value| {
+        post_json(
+            &format!("{}/kernels/{repo}.git/info/lfs/objects/{action}", t.url),
+            Some(tok),
+            body,
+        )
+    };
+    let upload = |repo: &str, tok: &str, data: &[u8], oid: &str| {
+        let batch = post(
+            repo,
+            "batch",
+            tok,
+            json!({ "operation": "upload",
+            "objects": [{ "oid": oid, "size": data.len() }] }),
+        );
+        assert_eq!(batch.status, 200);
+        let href = batch.json()["objects"][0]["actions"]["upload"]["href"]
+            .as_str()
+            .map(str::to_owned);
+        if let Some(href) = &href {
+            assert_eq!(
+                call("PUT", href, None, &[], Some(data.to_vec())).status,
+                200
+            );
+        }
+        href.is_some()
+    };
+    let lfs_commit = |repo: &str, tok: &str, oid: &str, size: usize| {
+        let op = json!({ "key": "lfsFile", "value": { "path": "w.bin", "algo": "sha256", "oid": oid, "size": size } });
+        t.commit(
+            tok,
+            &format!("kernels/{repo}"),
+            "main",
+            ndjson(json!({}), &[op]),
+        )
+    };
+
+    let secret = b"private weights".repeat(1000);
+    let oid = hex::encode(Sha256::digest(&secret));
+    let inline = b"inline secret".to_vec();
+    let inline_oid = hex::encode(Sha256::digest(&inline));
+    for repo in ["acme/private", "evil/probe"] {
+        let tok = if repo.starts_with("acme") {
+            &alice
+        } else {
+            &mallory
+        };
+        t.create(tok, repo, "kernel");
+    }
+    assert!(upload("acme/private", &alice, &secret, &oid));
+    assert_eq!(
+        lfs_commit("acme/private", &alice, &oid, secret.len()).status,
+        200
+    );
+    let sent = t.commit(
+        &alice,
+        "kernels/acme/private",
+        "main",
+        ndjson(json!({}), &[file_op("i.txt", &inline)]),
+    );
+    assert_eq!(sent.status, 200);
+
+    let probe_head = t.head("kernels/evil/probe", "main");
+    for o in [&oid, &inline_oid] {
+        // The other repo's writer is asked to upload, exactly as if the blob were not stored...
+        let batch = post(
+            "evil/probe",
+            "batch",
+            &mallory,
+            json!({ "operation": "upload",
+            "objects": [{ "oid": o, "size": 1 }] }),
+        );
+        assert!(
+            batch.json()["objects"][0]["actions"]["upload"]["href"].is_string(),
+            "{}",
+            batch.json()
+        );
+        // ...verify and commit say it is missing, with the same message as for a blob never stored.
+        assert_eq!(
+            post(
+                "evil/probe",
+                "verify",
+                &mallory,
+                json!({ "oid": o, "size": 1 })
+            )
+            .status,
+            404
+        );
+        let refused = lfs_commit("evil/probe", &mallory, o, 1);
+        assert_eq!(refused.status, 400);
+        assert!(String::from_utf8_lossy(&refused.body).contains("was never uploaded"));
+    }
+    assert_eq!(t.head("kernels/evil/probe", "main"), probe_head);
+    let missing = call(
+        "GET",
+        &format!("{}/kernels/evil/probe/resolve/main/w.bin", t.url),
+        None,
+        &[],
+        None,
+    );
+    assert_eq!(missing.status, 404);
+
+    // Sending the real bytes proves possession: the upload is checked against the oid, then the commit works.
+    assert!(upload("evil/probe", &mallory, &secret, &oid));
+    assert_eq!(
+        lfs_commit("evil/probe", &mallory, &oid, secret.len()).status,
+        200
+    );
+    // The owner still skips re-uploads, and a later upload of the same bytes to its repo needs no PUT.
+    assert!(!upload("acme/private", &alice, &secret, &oid));
+    assert!(!upload("evil/probe", &mallory, &secret, &oid));
+}
+
 #[test]
 fn tree_pages_follow_link_headers() {
     let t = start(HubConfig::default());
