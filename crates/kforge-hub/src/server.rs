@@ -46,6 +46,8 @@ pub struct HubConfig {
     pub max_upload: u64,
     /// A connection on which no read or write completes for this long is closed (stalled clients).
     pub idle_timeout: std::time::Duration,
+    /// LFS upload tickets outstanding at once, over all repos: bounds the memory batch requests can claim.
+    pub max_pending_uploads: usize,
 }
 
 impl Default for HubConfig {
@@ -54,6 +56,7 @@ impl Default for HubConfig {
             max_commit: 1 << 30,
             max_upload: 64 << 30,
             idle_timeout: std::time::Duration::from_secs(30),
+            max_pending_uploads: 100_000,
         }
     }
 }
@@ -1394,7 +1397,19 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                             .map_err(|e| ApiError::internal(format!("random source: {e}")))?;
                         let mut tickets = hub.tickets.lock().unwrap_or_else(|p| p.into_inner());
                         let now = Instant::now();
-                        tickets.retain(|_, t| t.expires > now);
+                        let cap = hub.config.max_pending_uploads;
+                        if tickets.len() >= cap {
+                            // Expired tickets are swept only when the table is full, so a batch of many
+                            // objects stays linear.
+                            tickets.retain(|_, t| t.expires > now);
+                        }
+                        if tickets.len() >= cap {
+                            objects.push(json!({ "oid": oid, "size": size, "error": { "code": 429, "message":
+                                format!("the hub has {cap} uploads pending (`--max-pending-uploads`); \
+                                         upload those (or wait up to {} s for them to expire) and retry",
+                                        TICKET_TTL.as_secs()) } }));
+                            continue;
+                        }
                         tickets.insert(
                             ticket.clone(),
                             Ticket {

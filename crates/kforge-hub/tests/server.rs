@@ -644,6 +644,58 @@ fn lfs_objects_of_other_repos_are_neither_revealed_nor_reusable() {
 }
 
 #[test]
+fn pending_lfs_uploads_are_capped() {
+    let t = start(HubConfig {
+        max_pending_uploads: 3,
+        ..HubConfig::default()
+    });
+    let tok = t.token("alice", true, &["acme"]);
+    t.create(&tok, "acme/many", "kernel");
+    let url = format!("{}/kernels/acme/many.git/info/lfs/objects/batch", t.url);
+    let files: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100]).collect();
+    let batch = |files: &[Vec<u8>]| {
+        let objects: Vec<Value> = files
+            .iter()
+            .map(|f| json!({ "oid": hex::encode(Sha256::digest(f)), "size": f.len() }))
+            .collect();
+        let a = post_json(
+            &url,
+            Some(&tok),
+            json!({ "operation": "upload", "objects": objects }),
+        );
+        assert_eq!(a.status, 200);
+        a.json()["objects"].as_array().unwrap().clone()
+    };
+    let answers = batch(&files);
+    let hrefs: Vec<&str> = answers
+        .iter()
+        .filter_map(|o| o["actions"]["upload"]["href"].as_str())
+        .collect();
+    assert_eq!(hrefs.len(), 3);
+    for refused in &answers[3..] {
+        assert_eq!(refused["error"]["code"], 429, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("--max-pending-uploads")
+        );
+    }
+    // A finished upload frees its ticket, so the next batch gets one more.
+    assert_eq!(
+        call("PUT", hrefs[0], None, &[], Some(files[0].clone())).status,
+        200
+    );
+    let again = batch(&files[3..]);
+    assert!(
+        again[0]["actions"]["upload"]["href"].is_string(),
+        "{}",
+        again[0]
+    );
+    assert_eq!(again[1]["error"]["code"], 429);
+}
+
+#[test]
 fn tree_pages_follow_link_headers() {
     let t = start(HubConfig::default());
     let tok = t.token("alice", true, &[]);

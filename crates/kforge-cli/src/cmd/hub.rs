@@ -34,6 +34,9 @@ enum HubCommand {
         /// slowloris-style clients, idle keep-alive connections).
         #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
         idle_timeout_secs: u64,
+        /// LFS uploads announced but not yet sent, over all repos, before batch requests get 429 for more.
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_pending_uploads: u64,
     },
     /// Manage access tokens.
     Token {
@@ -128,12 +131,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_commit_mib,
             max_upload_mib,
             idle_timeout_secs,
+            max_pending_uploads,
         } => {
             let dir = data_dir(data)?;
             let config = HubConfig {
                 max_commit: max_commit_mib.saturating_mul(1 << 20),
                 max_upload: max_upload_mib.saturating_mul(1 << 20),
                 idle_timeout: std::time::Duration::from_secs(idle_timeout_secs),
+                max_pending_uploads: usize::try_from(max_pending_uploads).unwrap_or(usize::MAX),
             };
             serve_blocking(&dir, addr, config, |bound| {
                 let mut out = std::io::stdout().lock();
