@@ -401,10 +401,26 @@ def resolve_variant(
     meta = None
     if download:
         meta = Metadata.read_from_file(variant_dir / "metadata.json")
+        if local_only and name not in state.verified:
+            _require_fully_cached(variant_dir, meta, f"{repo_id}@{commit}")
         verified = verify_digest(variant_dir, meta, known_stamp=state.verified.get(name))
         state.verified[name] = verified or []
     state.save_if_changed()
     return Resolved(repo_id, commit, variant_dir, state, meta)
+
+
+def _require_fully_cached(variant_dir: Path, meta: Metadata, where: str) -> None:
+    """Offline, a variant never downloaded whole (has_kernel fetches only its metadata.json; a download may
+    have been cut off) is "not cached", not a digest mismatch that suggests tampering."""
+    if meta.digest is None or not isinstance(meta.digest.get("files"), dict):
+        return
+    absent = sorted(rel for rel in meta.digest["files"] if not (variant_dir / rel).is_file())
+    if absent:
+        shown = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
+        raise FileNotFoundError(
+            f"offline and variant {variant_dir.name} of {where} is only partly cached in {variant_dir} "
+            f"({shown} not downloaded; has_kernel fetches only metadata.json): load it once online"
+        )
 
 
 def install_kernel(

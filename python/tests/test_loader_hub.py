@@ -224,6 +224,25 @@ def test_no_compatible_variant_table_and_variants_api(at_hub):
     ]
 
 
+def test_offline_load_after_has_kernel_says_not_cached(at_hub, monkeypatch):
+    """has_kernel fetches only metadata.json; offline, the load must say the variant was never downloaded,
+    not report a digest mismatch (which reads as tampering)."""
+    import kforge
+
+    assert kforge.has_kernel("kforge-test/relu", version=1, backend="cpu", trust_remote_code=True) is True
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(FileNotFoundError, match="only partly cached") as ei:
+        kforge.get_kernel("kforge-test/relu", version=1, backend="cpu", trust_remote_code=True)
+    msg = str(ei.value)
+    assert "__init__.py" in msg and "load it once online" in msg
+    assert not isinstance(ei.value, kforge.DigestMismatchError)
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    import torch
+
+    x = torch.tensor([-1.0, 0.0, 1.0])
+    assert kforge.get_kernel("kforge-test/relu", version=1, backend="cpu").relu(x).tolist() == [0.0, 0.0, 1.0]
+
+
 def test_install_kernel_and_tampered_cache(at_hub):
     import kforge
 
