@@ -127,3 +127,68 @@ def test_commit_history_pages_are_followed_by_the_client(kforge_hub, alice):
     )
     assert [c["title"] for c in items] == expected
     assert len({c["id"] for c in items}) == 4
+
+
+def test_move_repo_renames_and_transfers(kforge_hub, alice, tmp_path: Path):
+    """`HfApi.move_repo`: history, branches and files follow the repo; the old name is gone; rights on both
+    namespaces are needed and an existing target is never overwritten."""
+    alice.create_repo("acme/old", repo_type="kernel", private=True)
+    first = alice.upload_file(
+        path_or_fileobj=b"v1", path_in_repo="a.txt", repo_id="acme/old", repo_type="kernel"
+    )
+    alice.create_branch("acme/old", branch="v1", repo_type="kernel")
+    alice.create_repo("acme/taken", repo_type="kernel")
+
+    with pytest.raises(HfHubHTTPError) as ei:
+        alice.move_repo("acme/old", "acme/taken", repo_type="kernel")
+    assert ei.value.response.status_code == 409
+    bob = HfApi(endpoint=kforge_hub.url, token=kforge_hub.token("bob", orgs=["bobs"]))
+    with pytest.raises(RepositoryNotFoundError):  # bob cannot even see the private repo
+        bob.move_repo("acme/old", "bobs/stolen", repo_type="kernel")
+    with pytest.raises(HfHubHTTPError) as ei:  # alice may not write to bob's organisation
+        alice.move_repo("acme/old", "bobs/gift", repo_type="kernel")
+    assert ei.value.response.status_code == 403 and "cannot write to namespace `bobs`" in str(ei.value)
+    with pytest.raises(BadRequestError, match="repository name"):
+        alice.move_repo("acme/old", "acme/bad name", repo_type="kernel")
+    for body, expected in [
+        ({"fromRepo": "acme/old", "toRepo": "acme/a/b", "type": "kernel"}, "expected `namespace/name`"),
+        ({"fromRepo": "acme/old", "type": "kernel"}, "lacks `toRepo`"),
+        (
+            {"fromRepo": "acme/old", "toRepo": "kernels/x", "type": "kernel"},
+            "namespace `kernels` is reserved",
+        ),
+    ]:
+        req = urllib.request.Request(
+            f"{kforge_hub.url}/api/repos/move",
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {alice.token}", "Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as raw:
+            urllib.request.urlopen(req, timeout=30)
+        assert raw.value.code == 400 and expected in raw.value.read().decode(), body
+    assert alice.list_repo_files("acme/old", repo_type="kernel") == ["a.txt"]
+
+    alice.move_repo("acme/old", "acme/new", repo_type="kernel")
+    assert alice.repo_exists("acme/old", repo_type="kernel") is False
+    info = alice.repo_info("acme/new", repo_type="kernel")
+    assert info.private is True and info.sha == first.oid
+    refs = alice.list_repo_refs("acme/new", repo_type="kernel")
+    assert sorted(b.name for b in refs.branches) == ["main", "v1"]
+    got = hf_hub_download(
+        "acme/new",
+        "a.txt",
+        repo_type="kernel",
+        revision="v1",
+        cache_dir=tmp_path / "c",
+        endpoint=kforge_hub.url,
+        token=alice.token,
+    )
+    assert Path(got).read_bytes() == b"v1"
+    # The old name is free again, and the moved repo keeps working under its new one.
+    alice.create_repo("acme/old", repo_type="kernel")
+    assert alice.list_repo_files("acme/old", repo_type="kernel") == []
+    alice.upload_file(path_or_fileobj=b"v2", path_in_repo="a.txt", repo_id="acme/new", repo_type="kernel")
+    assert [c.title for c in alice.list_repo_commits("acme/new", repo_type="kernel")][:2] == [
+        "Upload a.txt with huggingface_hub",
+        "Upload a.txt with huggingface_hub",
+    ]

@@ -203,6 +203,7 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
         ["api", "whoami-v2"] if method == Method::GET => whoami(hub, req).await,
         ["api", "repos", "create"] if method == Method::POST => create_repo(hub, req).await,
         ["api", "repos", "delete"] if method == Method::DELETE => delete_repo(hub, req).await,
+        ["api", "repos", "move"] if method == Method::POST => move_repo(hub, req).await,
         ["api", "validate-yaml"] if method == Method::POST => validate_yaml(req).await,
         ["api", "organizations", org, "overview"] if method == Method::GET => {
             org_overview(hub, decode(org)?).await
@@ -576,6 +577,56 @@ async fn delete_repo(hub: Shared, req: Request) -> ApiResult {
     let meta = hub.meta.clone();
     blocking(move || Ok(meta.delete_repo(&key)?)).await?;
     Ok(axum::Json(json!({})).into_response())
+}
+
+#[derive(Deserialize)]
+struct MoveRepoBody {
+    #[serde(rename = "fromRepo")]
+    from: Option<String>,
+    #[serde(rename = "toRepo")]
+    to: Option<String>,
+    #[serde(rename = "type")]
+    repo_type: Option<String>,
+}
+
+/// `move_repo`: rename a repo or hand it to another namespace. The caller needs write rights on both; the
+/// old name answers 404 afterwards (no redirect), so clients pinned to it must switch.
+async fn move_repo(hub: Shared, req: Request) -> ApiResult {
+    let who = identify(&hub, req.headers()).await?;
+    let base = base_url(req.headers());
+    let body: MoveRepoBody = read_json(req, "move-repo").await?;
+    let id = require_token(who.as_ref())?.clone();
+    let repo_type = parse_repo_type(body.repo_type.as_deref())?;
+    let key = |field: &str, value: Option<String>| {
+        let value = value.ok_or_else(|| {
+            ApiError::bad_request(format!("move-repo body lacks `{field}` (namespace/name)"))
+        })?;
+        match value.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+                Ok(RepoKey {
+                    repo_type,
+                    namespace: ns.to_owned(),
+                    name: name.to_owned(),
+                })
+            }
+            _ => Err(ApiError::bad_request(format!(
+                "move-repo `{field}` is `{value}`; expected `namespace/name`"
+            ))),
+        }
+    };
+    let (from, to) = (key("fromRepo", body.from)?, key("toRepo", body.to)?);
+    if RESERVED_NAMESPACES.contains(&to.namespace.as_str()) {
+        return Err(ApiError::bad_request(format!(
+            "namespace `{}` is reserved (it is a URL prefix); pick another",
+            to.namespace
+        )));
+    }
+    writable_repo(&hub, &from, who.as_ref()).await?;
+    require_write(&id, &to.namespace)?;
+    let url = repo_url(&base, &to);
+    let (meta, t) = (hub.meta.clone(), to.clone());
+    blocking(move || Ok(meta.move_repo(&from, &t)?)).await?;
+    Ok(axum::Json(json!({ "url": url, "name": to.id(), "id": to.id() })).into_response())
 }
 
 #[derive(Deserialize)]

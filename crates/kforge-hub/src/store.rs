@@ -83,6 +83,8 @@ pub trait MetaStore: Send + Sync + 'static {
     /// Create a repository with an empty initial commit on `main`.
     fn create_repo(&self, key: &RepoKey, private: bool, author: &str) -> Result<Repo, StoreError>;
     fn delete_repo(&self, key: &RepoKey) -> Result<(), StoreError>;
+    /// Rename `from` to `to` (same type), keeping its commits, refs and settings; the old name is free after.
+    fn move_repo(&self, from: &RepoKey, to: &RepoKey) -> Result<Repo, StoreError>;
     fn repo(&self, key: &RepoKey) -> Result<Option<Repo>, StoreError>;
     fn list_repos(&self) -> Result<Vec<Repo>, StoreError>;
     fn set_private(&self, repo: &Repo, private: bool) -> Result<(), StoreError>;
@@ -174,6 +176,16 @@ fn repo_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Repo> {
         private: r.get(4)?,
         created: r.get(5)?,
     })
+}
+
+fn find_repo(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>> {
+    conn.query_row(
+        "SELECT id, type, namespace, name, private, created FROM repos
+         WHERE type = ?1 AND namespace = ?2 AND name = ?3",
+        params![key.repo_type.as_str(), key.namespace, key.name],
+        repo_from_row,
+    )
+    .optional()
 }
 
 /// A pooled connection, returned to the pool on drop.
@@ -478,14 +490,7 @@ impl MetaStore for SqliteStore {
         let _w = self.write_guard();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let exists = tx
-            .query_row(
-                "SELECT 1 FROM repos WHERE type = ?1 AND namespace = ?2 AND name = ?3",
-                params![key.repo_type.as_str(), key.namespace, key.name],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if exists.is_some() {
+        if find_repo(&tx, key)?.is_some() {
             return Err(StoreError::RepoExists(key.clone()));
         }
         let created = now().as_secs() as i64;
@@ -536,16 +541,35 @@ impl MetaStore for SqliteStore {
         Ok(())
     }
 
+    fn move_repo(&self, from: &RepoKey, to: &RepoKey) -> Result<Repo, StoreError> {
+        validate_name("namespace", &to.namespace).map_err(StoreError::Invalid)?;
+        validate_name("repository name", &to.name).map_err(StoreError::Invalid)?;
+        if from.repo_type != to.repo_type {
+            return Err(StoreError::Invalid(format!(
+                "cannot move a {} repo to a {} repo",
+                from.repo_type.as_str(),
+                to.repo_type.as_str()
+            )));
+        }
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut repo =
+            find_repo(&tx, from)?.ok_or_else(|| StoreError::RepoNotFound(from.clone()))?;
+        if find_repo(&tx, to)?.is_some() {
+            return Err(StoreError::RepoExists(to.clone()));
+        }
+        tx.execute(
+            "UPDATE repos SET namespace = ?1, name = ?2 WHERE id = ?3",
+            params![to.namespace, to.name, repo.rowid],
+        )?;
+        tx.commit()?;
+        repo.key = to.clone();
+        Ok(repo)
+    }
+
     fn repo(&self, key: &RepoKey) -> Result<Option<Repo>, StoreError> {
-        Ok(self
-            .conn()?
-            .query_row(
-                "SELECT id, type, namespace, name, private, created FROM repos
-                 WHERE type = ?1 AND namespace = ?2 AND name = ?3",
-                params![key.repo_type.as_str(), key.namespace, key.name],
-                repo_from_row,
-            )
-            .optional()?)
+        Ok(find_repo(&*self.conn()?, key)?)
     }
 
     fn list_repos(&self) -> Result<Vec<Repo>, StoreError> {
