@@ -192,3 +192,22 @@ def test_move_repo_renames_and_transfers(kforge_hub, alice, tmp_path: Path):
         "Upload a.txt with huggingface_hub",
         "Upload a.txt with huggingface_hub",
     ]
+
+
+def test_names_differing_only_in_case_cannot_coexist(alice):
+    alice.create_repo("acme/Relu", repo_type="kernel")
+    with pytest.raises(HfHubHTTPError) as ei:
+        alice.create_repo("acme/relu", repo_type="kernel")
+    assert ei.value.response.status_code == 409
+    assert "differ from the existing `acme/Relu` only in letter case" in str(ei.value)
+    # exist_ok hands back the existing repo's URL, so the caller learns the name to use.
+    assert alice.create_repo("acme/RELU", repo_type="kernel", exist_ok=True).repo_id == "acme/Relu"
+    alice.create_repo("acme/other", repo_type="kernel")
+    with pytest.raises(HfHubHTTPError, match="only in letter case"):
+        alice.move_repo("acme/other", "acme/relu", repo_type="kernel")
+    alice.move_repo("acme/Relu", "acme/relu", repo_type="kernel")  # a repo may change its own name's case
+    assert alice.repo_exists("acme/relu", repo_type="kernel") and not alice.repo_exists(
+        "acme/Relu", repo_type="kernel"
+    )
+    # The model repo type is its own name space, as on the Hub.
+    alice.create_repo("acme/RELU")

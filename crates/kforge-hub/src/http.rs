@@ -84,6 +84,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::Invalid(_) => ApiError::bad_request(msg),
             StoreError::RepoExists(_)
+            | StoreError::RepoCaseConflict { .. }
             | StoreError::RefExists(..)
             | StoreError::RefNameTaken { .. } => {
                 ApiError::new(StatusCode::CONFLICT, Some("Conflict"), msg)

@@ -545,19 +545,26 @@ async fn create_repo(hub: Shared, req: Request) -> ApiResult {
     }
     require_write(&id, &key.namespace)?;
     let private = parse_private(body.private, body.visibility.as_deref())?.unwrap_or(false);
-    let url = repo_url(&base, &key);
     let meta = hub.meta.clone();
     let k = key.clone();
-    match blocking(move || Ok(meta.create_repo(&k, private, &id.user)?)).await {
+    match blocking(move || Ok(meta.create_repo(&k, private, &id.user))).await? {
         Ok(_) => {
+            let url = repo_url(&base, &key);
             Ok(axum::Json(json!({ "url": url, "name": key.id(), "id": key.id() })).into_response())
         }
-        Err(mut e) if e.status == StatusCode::CONFLICT => {
-            // `create_repo(exist_ok=True)` reads `url` from the 409 body.
-            e.extra = Some(json!({ "url": url }));
+        Err(e) => {
+            // `create_repo(exist_ok=True)` reads `url` from the 409 body: the existing repo's, so a
+            // request that differs only in letter case gets the name to use.
+            let existing = match &e {
+                StoreError::RepoExists(k) | StoreError::RepoCaseConflict { existing: k, .. } => {
+                    Some(repo_url(&base, k))
+                }
+                _ => None,
+            };
+            let mut e = ApiError::from(e);
+            e.extra = existing.map(|url| json!({ "url": url }));
             Err(e)
         }
-        Err(e) => Err(e),
     }
 }
 

@@ -29,6 +29,15 @@ pub enum StoreError {
     Invalid(String),
     #[error("You already created this {0} repo")]
     RepoExists(RepoKey),
+    #[error(
+        "repo `{}` would differ from the existing `{}` only in letter case, which the Hub treats as one name; \
+         use `{}` or pick another name",
+        requested.id(), existing.id(), existing.id()
+    )]
+    RepoCaseConflict {
+        requested: RepoKey,
+        existing: RepoKey,
+    },
     #[error("Repository {0} not found")]
     RepoNotFound(RepoKey),
     #[error("Invalid rev id: {0}")]
@@ -186,6 +195,30 @@ fn find_repo(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>>
         repo_from_row,
     )
     .optional()
+}
+
+/// The repo whose namespace and name equal `key`'s ignoring ASCII case (names are ASCII): the Hub treats
+/// such names as one, so a second one would be a confusable twin.
+fn find_repo_any_case(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>> {
+    conn.query_row(
+        "SELECT id, type, namespace, name, private, created FROM repos
+         WHERE type = ?1 AND namespace = ?2 COLLATE NOCASE AND name = ?3 COLLATE NOCASE
+         ORDER BY namespace = ?2 AND name = ?3 DESC LIMIT 1",
+        params![key.repo_type.as_str(), key.namespace, key.name],
+        repo_from_row,
+    )
+    .optional()
+}
+
+fn conflict(requested: &RepoKey, existing: RepoKey) -> StoreError {
+    if *requested == existing {
+        StoreError::RepoExists(existing)
+    } else {
+        StoreError::RepoCaseConflict {
+            requested: requested.clone(),
+            existing,
+        }
+    }
 }
 
 /// A pooled connection, returned to the pool on drop.
@@ -490,8 +523,8 @@ impl MetaStore for SqliteStore {
         let _w = self.write_guard();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        if find_repo(&tx, key)?.is_some() {
-            return Err(StoreError::RepoExists(key.clone()));
+        if let Some(existing) = find_repo_any_case(&tx, key)? {
+            return Err(conflict(key, existing.key));
         }
         let created = now().as_secs() as i64;
         tx.execute(
@@ -556,8 +589,9 @@ impl MetaStore for SqliteStore {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut repo =
             find_repo(&tx, from)?.ok_or_else(|| StoreError::RepoNotFound(from.clone()))?;
-        if find_repo(&tx, to)?.is_some() {
-            return Err(StoreError::RepoExists(to.clone()));
+        // Changing only the letter case of a repo's own name is allowed.
+        if let Some(existing) = find_repo_any_case(&tx, to)?.filter(|e| e.rowid != repo.rowid) {
+            return Err(conflict(to, existing.key));
         }
         tx.execute(
             "UPDATE repos SET namespace = ?1, name = ?2 WHERE id = ?3",
