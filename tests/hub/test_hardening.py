@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
-from huggingface_hub.errors import BadRequestError, HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.errors import (
+    BadRequestError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 
 
 @dataclass
@@ -211,3 +216,35 @@ def test_names_differing_only_in_case_cannot_coexist(alice):
     )
     # The model repo type is its own name space, as on the Hub.
     alice.create_repo("acme/RELU")
+
+
+def test_super_squash_history(alice, tmp_path: Path):
+    repo = "acme/squash"
+    alice.create_repo(repo)
+
+    def put(data: bytes, path: str = "a.txt"):
+        return alice.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo)
+
+    put(b"one")
+    second = put(b"two").oid
+    alice.create_branch(repo, branch="v1", revision=second)
+    put(b"three")
+    third = put(b"b", "b.txt").oid
+
+    alice.super_squash_history(repo, commit_message="Squashed")
+    history = alice.list_repo_commits(repo)
+    assert [c.title for c in history] == ["Squashed"]
+    assert alice.repo_info(repo).sha == history[0].commit_id
+    assert sorted(alice.list_repo_files(repo)) == ["a.txt", "b.txt"]
+    with open(
+        hf_hub_download(repo, "a.txt", endpoint=alice.endpoint, token=alice.token, cache_dir=tmp_path)
+    ) as f:
+        assert f.read() == "three"
+    # The old head reached only from main is gone; v1 keeps its history.
+    with pytest.raises(RevisionNotFoundError):
+        alice.repo_info(repo, revision=third)
+    assert [c.commit_id for c in alice.list_repo_commits(repo, revision="v1")][0] == second
+    assert len(alice.list_repo_commits(repo, revision="v1")) == 3  # initial, one, two
+    with pytest.raises(HfHubHTTPError) as ei:
+        alice.super_squash_history(repo, branch="nope")
+    assert ei.value.response.status_code == 404

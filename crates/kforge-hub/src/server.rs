@@ -706,9 +706,12 @@ async fn repo_api(hub: Shared, key: RepoKey, rest: Vec<String>, req: Request) ->
             paths_info(hub, key, who, tail, req).await
         }
         ("settings", &Method::PUT) => settings(hub, key, who, req).await,
+        ("super-squash", &Method::POST) if !tail.is_empty() => {
+            super_squash(hub, key, who, tail, req).await
+        }
         _ => Err(ApiError::not_found(format!(
             "no such endpoint: {method} {} (supported: revision, tree, refs, branch, tag, preupload, commit, \
-             commits, paths-info, settings)",
+             commits, paths-info, settings, super-squash)",
             req.uri().path()
         ))),
     }
@@ -899,6 +902,36 @@ async fn delete_ref(
     let meta = hub.meta.clone();
     blocking(move || Ok(meta.delete_ref(&repo, kind, &name)?)).await?;
     Ok(axum::Json(json!({})).into_response())
+}
+
+#[derive(Deserialize)]
+struct SquashBody {
+    message: Option<String>,
+}
+
+/// `super_squash_history`: the branch becomes one commit of its current files. Commits no other branch or
+/// tag reaches are deleted (locks pinned to them stop resolving, as on the Hub).
+async fn super_squash(
+    hub: Shared,
+    key: RepoKey,
+    who: Option<Identity>,
+    branch: String,
+    req: Request,
+) -> ApiResult {
+    let repo = writable_repo(&hub, &key, who.as_ref()).await?;
+    let author = who.map(|w| w.user).unwrap_or_default();
+    let body: SquashBody = read_json(req, "super-squash").await?;
+    let branch = branch
+        .strip_prefix("refs/heads/")
+        .unwrap_or(&branch)
+        .to_owned();
+    let title = body
+        .message
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| format!("Super-squash branch '{branch}'"));
+    let meta = hub.meta.clone();
+    let done = blocking(move || Ok(meta.squash_branch(&repo, &branch, &title, &author)?)).await?;
+    Ok(axum::Json(json!({ "commitOid": done.id })).into_response())
 }
 
 #[derive(Deserialize)]

@@ -113,6 +113,15 @@ pub trait MetaStore: Send + Sync + 'static {
     fn delete_ref(&self, repo: &Repo, kind: RefKind, name: &str) -> Result<(), StoreError>;
     /// Apply `req` on top of its branch head and move the branch, atomically.
     fn commit(&self, repo: &Repo, req: &CommitRequest) -> Result<Commit, StoreError>;
+    /// Replace `branch`'s history by one parentless commit of its current tree, then drop the repo's commits
+    /// that no branch or tag reaches any more (their blobs become garbage for `kforge hub gc`).
+    fn squash_branch(
+        &self,
+        repo: &Repo,
+        branch: &str,
+        title: &str,
+        author: &str,
+    ) -> Result<Commit, StoreError>;
     /// Commits reachable from `rev`, newest first, at most `limit`.
     fn history(&self, repo: &Repo, rev: &str, limit: usize) -> Result<Vec<Commit>, StoreError>;
     /// Record that a writer of `repo` proved it holds blob `sha256` (it uploaded the bytes or sent them inline).
@@ -771,6 +780,60 @@ impl MetaStore for SqliteStore {
         Ok(commit)
     }
 
+    fn squash_branch(
+        &self,
+        repo: &Repo,
+        branch: &str,
+        title: &str,
+        author: &str,
+    ) -> Result<Commit, StoreError> {
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let head: String = tx
+            .query_row(
+                "SELECT target FROM refs WHERE repo = ?1 AND kind = 'branch' AND name = ?2",
+                params![repo.rowid, branch],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::RefNotFound("branch", branch.to_owned()))?;
+        let tree_id: String = tx.query_row(
+            "SELECT tree FROM commits WHERE id = ?1",
+            params![head],
+            |r| r.get(0),
+        )?;
+        let tree = self.load_tree(&tx, &tree_id)?;
+        let squashed = Self::insert_commit(&tx, repo, &tree, None, title, "", author)?;
+        tx.execute(
+            "UPDATE refs SET target = ?1 WHERE repo = ?2 AND kind = 'branch' AND name = ?3",
+            params![squashed.id, repo.rowid, branch],
+        )?;
+        let parents: HashMap<String, Option<String>> = tx
+            .prepare("SELECT id, parent FROM commits WHERE repo = ?1")?
+            .query_map(params![repo.rowid], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        let mut reachable = std::collections::HashSet::new();
+        let targets: Vec<String> = tx
+            .prepare("SELECT target FROM refs WHERE repo = ?1")?
+            .query_map(params![repo.rowid], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        for target in targets {
+            let mut next = Some(target);
+            while let Some(id) = next.filter(|id| reachable.insert(id.clone())) {
+                next = parents.get(&id).cloned().flatten();
+            }
+        }
+        {
+            let mut delete = tx.prepare("DELETE FROM commits WHERE id = ?1")?;
+            for id in parents.keys().filter(|id| !reachable.contains(*id)) {
+                delete.execute(params![id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(squashed)
+    }
+
     fn grant_blob(&self, repo: &Repo, sha256: &str) -> Result<(), StoreError> {
         let _w = self.write_guard();
         self.conn()?.execute(
@@ -900,6 +963,46 @@ mod tests {
             !granted(&store, &a2, 1),
             "a deleted repo's grants do not pass to a new one of that name"
         );
+    }
+
+    #[test]
+    fn squashing_a_branch_frees_what_only_its_history_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("hub.sqlite")).unwrap();
+        let repo = store.create_repo(&key("s"), false, "alice").unwrap();
+        let c1 = store
+            .commit(&repo, &request("main", None, vec![put("a", 1)]))
+            .unwrap();
+        store.create_ref(&repo, RefKind::Tag, "t1", &c1.id).unwrap();
+        let c2 = store
+            .commit(&repo, &request("main", None, vec![put("a", 2)]))
+            .unwrap();
+        store
+            .commit(&repo, &request("main", None, vec![put("a", 3)]))
+            .unwrap();
+
+        let s = store
+            .squash_branch(&repo, "main", "squashed", "alice")
+            .unwrap();
+        assert_eq!(s.parent, None);
+        assert_eq!(store.history(&repo, "main", 10).unwrap(), vec![s.clone()]);
+        assert_eq!(
+            store.tree(&s.tree_id).unwrap().files["a"].sha256,
+            blob(3).sha256
+        );
+        // The tag keeps c1 (and the initial commit); c2 was only on main's old history.
+        assert_eq!(store.resolve(&repo, "t1").unwrap(), c1);
+        assert!(matches!(
+            store.resolve(&repo, &c2.id),
+            Err(StoreError::RevisionNotFound(_))
+        ));
+        let referenced = store.prune_and_list_referenced().unwrap();
+        assert!(referenced.contains(&blob(1).sha256) && referenced.contains(&blob(3).sha256));
+        assert!(!referenced.contains(&blob(2).sha256));
+        assert!(matches!(
+            store.squash_branch(&repo, "nope", "x", "alice"),
+            Err(StoreError::RefNotFound("branch", _))
+        ));
     }
 
     #[test]
