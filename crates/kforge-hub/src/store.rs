@@ -206,6 +206,31 @@ fn find_repo(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>>
     .optional()
 }
 
+fn branch_head(conn: &Connection, repo: &Repo, branch: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT target FROM refs WHERE repo = ?1 AND kind = 'branch' AND name = ?2",
+        params![repo.rowid, branch],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+fn move_branch(conn: &Connection, repo: &Repo, branch: &str, target: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE refs SET target = ?1 WHERE repo = ?2 AND kind = 'branch' AND name = ?3",
+        params![target, repo.rowid, branch],
+    )?;
+    Ok(())
+}
+
+fn commit_tree(conn: &Connection, commit: &str) -> rusqlite::Result<String> {
+    conn.query_row(
+        "SELECT tree FROM commits WHERE id = ?1",
+        params![commit],
+        |r| r.get(0),
+    )
+}
+
 /// The repo whose namespace and name equal `key`'s ignoring ASCII case (names are ASCII): the Hub treats
 /// such names as one, so a second one would be a confusable twin.
 fn find_repo_any_case(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>> {
@@ -726,14 +751,7 @@ impl MetaStore for SqliteStore {
         let _w = self.write_guard();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let head: Option<String> = tx
-            .query_row(
-                "SELECT target FROM refs WHERE repo = ?1 AND kind = 'branch' AND name = ?2",
-                params![repo.rowid, branch],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let head = head.ok_or_else(|| {
+        let head = branch_head(&tx, repo, branch)?.ok_or_else(|| {
             StoreError::RevisionNotFound(format!(
                 "{branch} (commits go to an existing branch; create it first)"
             ))
@@ -747,12 +765,7 @@ impl MetaStore for SqliteStore {
                 actual: head,
             });
         }
-        let head_tree: String = tx.query_row(
-            "SELECT tree FROM commits WHERE id = ?1",
-            params![head],
-            |r| r.get(0),
-        )?;
-        let old = self.load_tree(&tx, &head_tree)?;
+        let old = self.load_tree(&tx, &commit_tree(&tx, &head)?)?;
         let new = apply_ops(&old, &req.ops)?;
         {
             let mut grant =
@@ -772,10 +785,7 @@ impl MetaStore for SqliteStore {
             &req.message,
             &req.author,
         )?;
-        tx.execute(
-            "UPDATE refs SET target = ?1 WHERE repo = ?2 AND kind = 'branch' AND name = ?3",
-            params![commit.id, repo.rowid, branch],
-        )?;
+        move_branch(&tx, repo, branch, &commit.id)?;
         tx.commit()?;
         Ok(commit)
     }
@@ -790,25 +800,11 @@ impl MetaStore for SqliteStore {
         let _w = self.write_guard();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let head: String = tx
-            .query_row(
-                "SELECT target FROM refs WHERE repo = ?1 AND kind = 'branch' AND name = ?2",
-                params![repo.rowid, branch],
-                |r| r.get(0),
-            )
-            .optional()?
+        let head = branch_head(&tx, repo, branch)?
             .ok_or_else(|| StoreError::RefNotFound("branch", branch.to_owned()))?;
-        let tree_id: String = tx.query_row(
-            "SELECT tree FROM commits WHERE id = ?1",
-            params![head],
-            |r| r.get(0),
-        )?;
-        let tree = self.load_tree(&tx, &tree_id)?;
+        let tree = self.load_tree(&tx, &commit_tree(&tx, &head)?)?;
         let squashed = Self::insert_commit(&tx, repo, &tree, None, title, "", author)?;
-        tx.execute(
-            "UPDATE refs SET target = ?1 WHERE repo = ?2 AND kind = 'branch' AND name = ?3",
-            params![squashed.id, repo.rowid, branch],
-        )?;
+        move_branch(&tx, repo, branch, &squashed.id)?;
         let parents: HashMap<String, Option<String>> = tx
             .prepare("SELECT id, parent FROM commits WHERE repo = ?1")?
             .query_map(params![repo.rowid], |r| Ok((r.get(0)?, r.get(1)?)))?
