@@ -509,6 +509,15 @@ fn parse_repo_type(t: Option<&str>) -> Result<RepoType, ApiError> {
     }
 }
 
+fn refuse_reserved(namespace: &str) -> Result<(), ApiError> {
+    if RESERVED_NAMESPACES.contains(&namespace) {
+        return Err(ApiError::bad_request(format!(
+            "namespace `{namespace}` is reserved (it is a URL prefix); pick another"
+        )));
+    }
+    Ok(())
+}
+
 fn parse_private(
     private: Option<bool>,
     visibility: Option<&str>,
@@ -537,12 +546,7 @@ async fn create_repo(hub: Shared, req: Request) -> ApiResult {
         namespace,
         name,
     };
-    if RESERVED_NAMESPACES.contains(&key.namespace.as_str()) {
-        return Err(ApiError::bad_request(format!(
-            "namespace `{}` is reserved (it is a URL prefix); pick another",
-            key.namespace
-        )));
-    }
+    refuse_reserved(&key.namespace)?;
     require_write(&id, &key.namespace)?;
     let private = parse_private(body.private, body.visibility.as_deref())?.unwrap_or(false);
     let meta = hub.meta.clone();
@@ -622,12 +626,7 @@ async fn move_repo(hub: Shared, req: Request) -> ApiResult {
         }
     };
     let (from, to) = (key("fromRepo", body.from)?, key("toRepo", body.to)?);
-    if RESERVED_NAMESPACES.contains(&to.namespace.as_str()) {
-        return Err(ApiError::bad_request(format!(
-            "namespace `{}` is reserved (it is a URL prefix); pick another",
-            to.namespace
-        )));
-    }
+    refuse_reserved(&to.namespace)?;
     writable_repo(&hub, &from, who.as_ref()).await?;
     require_write(&id, &to.namespace)?;
     let url = repo_url(&base, &to);
