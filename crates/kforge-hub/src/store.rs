@@ -196,6 +196,8 @@ fn repo_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Repo> {
     })
 }
 
+const GRANT_BLOB: &str = "INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)";
+
 fn find_repo(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>> {
     conn.query_row(
         "SELECT id, type, namespace, name, private, created FROM repos
@@ -311,8 +313,7 @@ impl SqliteStore {
             let mut select = tx.prepare(
                 "SELECT DISTINCT c.repo, t.id, t.files FROM commits c JOIN trees t ON t.id = c.tree",
             )?;
-            let mut insert =
-                tx.prepare("INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)")?;
+            let mut insert = tx.prepare(GRANT_BLOB)?;
             let mut rows = select.query([])?;
             while let Some(row) = rows.next()? {
                 let (repo, id, text): (i64, String, String) =
@@ -768,8 +769,7 @@ impl MetaStore for SqliteStore {
         let old = self.load_tree(&tx, &commit_tree(&tx, &head)?)?;
         let new = apply_ops(&old, &req.ops)?;
         {
-            let mut grant =
-                tx.prepare("INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)")?;
+            let mut grant = tx.prepare(GRANT_BLOB)?;
             for op in &req.ops {
                 if let Op::Put { blob, .. } = op {
                     grant.execute(params![repo.rowid, blob.sha256])?;
@@ -832,10 +832,8 @@ impl MetaStore for SqliteStore {
 
     fn grant_blob(&self, repo: &Repo, sha256: &str) -> Result<(), StoreError> {
         let _w = self.write_guard();
-        self.conn()?.execute(
-            "INSERT OR IGNORE INTO blob_grants (repo, sha256) VALUES (?1, ?2)",
-            params![repo.rowid, sha256],
-        )?;
+        self.conn()?
+            .execute(GRANT_BLOB, params![repo.rowid, sha256])?;
         Ok(())
     }
 
