@@ -414,7 +414,8 @@ def _require_fully_cached(variant_dir: Path, meta: Metadata, where: str) -> None
     have been cut off) is "not cached", not a digest mismatch that suggests tampering."""
     if meta.digest is None or not isinstance(meta.digest.get("files"), dict):
         return
-    absent = sorted(rel for rel in meta.digest["files"] if not (variant_dir / rel).is_file())
+    # lexists: a link to a deleted blob is a damaged cache (verify_digest says so), not a file never fetched.
+    absent = sorted(rel for rel in meta.digest["files"] if not os.path.lexists(variant_dir / rel))
     if absent:
         shown = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
         raise FileNotFoundError(
