@@ -146,11 +146,26 @@ impl IntoResponse for ApiError {
 /// `scheme://host[:port]` of the request, so every URL we return points where the client connected.
 pub fn base_url(headers: &HeaderMap) -> String {
     let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let proto = get("x-forwarded-proto").unwrap_or("http");
+    let proto = match get("x-forwarded-proto") {
+        Some(p) if p.eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
     let host = get("x-forwarded-host")
-        .or_else(|| get("host"))
+        .and_then(authority)
+        .or_else(|| get("host").and_then(authority))
         .unwrap_or("127.0.0.1");
     format!("{proto}://{host}")
+}
+
+/// `host[:port]` (the first of a proxy chain's comma-separated list) if it has only the characters of a
+/// host name, IPv6 literal and port, so it cannot bend the URLs (or the `Link` header) built from it.
+fn authority(value: &str) -> Option<&str> {
+    let first = value.split(',').next()?.trim();
+    let ok = !first.is_empty()
+        && first
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b));
+    ok.then_some(first)
 }
 
 /// Percent-decode one URL segment (or a run of segments), refusing invalid UTF-8.
@@ -280,6 +295,35 @@ pub fn iso8601(unix_secs: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn base_url_takes_only_well_formed_forwarded_values() {
+        let url = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, v.parse().unwrap());
+            }
+            super::base_url(&h)
+        };
+        assert_eq!(url(&[("host", "hub:8790")]), "http://hub:8790");
+        assert_eq!(
+            url(&[
+                ("host", "10.0.0.5:8790"),
+                ("x-forwarded-host", "hub.example, proxy2"),
+                ("x-forwarded-proto", "HTTPS")
+            ]),
+            "https://hub.example"
+        );
+        assert_eq!(
+            url(&[
+                ("host", "[::1]:8790"),
+                ("x-forwarded-host", "evil>; rel=\"x\""),
+                ("x-forwarded-proto", "javascript")
+            ]),
+            "http://[::1]:8790"
+        );
+        assert_eq!(url(&[("host", "a b")]), "http://127.0.0.1");
+    }
+
     use super::*;
 
     #[test]
