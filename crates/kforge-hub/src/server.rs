@@ -142,6 +142,7 @@ impl Hub {
     pub fn gc(&self, grace: Duration, dry_run: bool) -> Result<GcReport, StoreError> {
         let referenced = self.meta.prune_and_list_referenced()?;
         let mut report = GcReport::default();
+        let mut removed = Vec::new();
         for (sha256, size, age) in self.blobs.list()? {
             if referenced.contains(&sha256) {
                 report.blobs_kept += 1;
@@ -150,11 +151,13 @@ impl Hub {
             } else {
                 if !dry_run {
                     self.blobs.remove(&sha256)?;
+                    removed.push(sha256);
                 }
                 report.blobs_removed += 1;
                 report.bytes_removed += size;
             }
         }
+        self.meta.forget_blobs(&removed)?;
         Ok(report)
     }
 }

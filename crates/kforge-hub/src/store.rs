@@ -130,6 +130,9 @@ pub trait MetaStore: Send + Sync + 'static {
     fn grant_blob(&self, repo: &Repo, sha256: &str) -> Result<(), StoreError>;
     /// May `repo` reference blob `sha256` without uploading it?
     fn blob_granted(&self, repo: &Repo, sha256: &str) -> Result<bool, StoreError>;
+    /// Drop every repo's grant of these blobs (garbage collection deleted them): whoever stores one again
+    /// must send its bytes, whichever repo it is for.
+    fn forget_blobs(&self, sha256s: &[String]) -> Result<(), StoreError>;
     /// Drop trees no commit uses, then return the sha256 of every blob a remaining tree references.
     fn prune_and_list_referenced(&self) -> Result<std::collections::HashSet<String>, StoreError>;
 }
@@ -843,6 +846,20 @@ impl MetaStore for SqliteStore {
             params![repo.rowid, sha256],
             |r| r.get(0),
         )?)
+    }
+
+    fn forget_blobs(&self, sha256s: &[String]) -> Result<(), StoreError> {
+        let _w = self.write_guard();
+        let mut conn = self.conn()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut forget = tx.prepare("DELETE FROM blob_grants WHERE sha256 = ?1")?;
+            for sha256 in sha256s {
+                forget.execute(params![sha256])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
     }
 
     fn prune_and_list_referenced(&self) -> Result<std::collections::HashSet<String>, StoreError> {

@@ -869,6 +869,10 @@ fn gc_removes_only_unreferenced_blobs() {
         namespace: "acme".into(),
         name: name.into(),
     };
+    let uploader = hub.meta.create_repo(&key("u"), false, "alice").unwrap();
+    hub.meta
+        .grant_blob(&uploader, &never_committed.sha256)
+        .unwrap();
     for (name, own) in [("a", &only_a), ("b", &only_b)] {
         let repo = hub.meta.create_repo(&key(name), false, "alice").unwrap();
         let ops = vec![
@@ -926,6 +930,13 @@ fn gc_removes_only_unreferenced_blobs() {
         .tree(&hub.meta.resolve(&a, "main").unwrap().tree_id)
         .unwrap();
     assert_eq!(tree.files.len(), 2);
+    // A collected blob's grants go with it: storing it again takes its bytes, even for the repo that had it.
+    assert!(hub.meta.blob_granted(&a, &only_a.sha256).unwrap());
+    assert!(
+        !hub.meta
+            .blob_granted(&uploader, &never_committed.sha256)
+            .unwrap()
+    );
 }
 
 #[test]
