@@ -383,7 +383,7 @@ impl HubClient {
                     )));
                 }
                 let Some(href) = obj["actions"]["upload"]["href"].as_str() else {
-                    continue; // already stored
+                    continue; // already in this repo
                 };
                 self.put_file(href, local)?;
                 if let Some(verify) = obj["actions"]["verify"]["href"].as_str() {

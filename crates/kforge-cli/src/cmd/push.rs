@@ -100,7 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let report = push(&client, &opts)
         .with_context(|| format!("pushing {} to {repo} on {endpoint}", args.dir.display()))?;
     println!(
-        "pushed {} variant(s), {} files to {}@{} (commit {}): {} object(s) uploaded ({} bytes), the rest already on the hub",
+        "pushed {} variant(s), {} files to {}@{} (commit {}): {} object(s) uploaded ({} bytes), the rest already in the repo",
         report.variants.len(),
         report.files,
         repo,
