@@ -32,14 +32,14 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, Some("BadRequest"), message)
     }
     pub fn repo_not_found(repo_id: &str) -> Self {
-        Self::new(
-            StatusCode::NOT_FOUND,
-            Some("RepoNotFound"),
-            format!(
-                "Repository Not Found for `{repo_id}`: it does not exist, or it is private and your token \
-                 (if any) is not a member of its namespace"
-            ),
-        )
+        Self::repo_not_found_because(format!(
+            "Repository Not Found for `{repo_id}`: it does not exist, or it is private and your token \
+             (if any) is not a member of its namespace"
+        ))
+    }
+    /// 404 `RepoNotFound` (the class clients map to RepositoryNotFoundError) with its own explanation.
+    pub fn repo_not_found_because(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, Some("RepoNotFound"), message)
     }
     pub fn revision_not_found(rev: &str) -> Self {
         Self::new(

@@ -220,14 +220,10 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
             Err(unsupported_repo_type(ty, &decode(ns)?, &decode(name)?))
         }
         ["api", "models" | "kernels" | "datasets" | "spaces", id] if get_or_head => {
-            Err(ApiError::new(
-                StatusCode::NOT_FOUND,
-                Some("RepoNotFound"),
-                format!(
-                    "Repository Not Found for `{}`: repo ids on this hub are `namespace/name`",
-                    decode(id)?
-                ),
-            ))
+            Err(ApiError::repo_not_found_because(format!(
+                "Repository Not Found for `{}`: repo ids on this hub are `namespace/name`",
+                decode(id)?
+            )))
         }
         ["api", ty, ns, name, rest @ ..] if *ty == "models" || *ty == "kernels" => {
             let repo_type = if *ty == "models" {
@@ -290,13 +286,9 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
 
 /// 404 RepoNotFound for a repo type this hub does not serve (`datasets`, `spaces`).
 fn unsupported_repo_type(plural: &str, ns: &str, name: &str) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        Some("RepoNotFound"),
-        format!(
-            "Repository Not Found for {plural} `{ns}/{name}`: this hub serves model and kernel repos only"
-        ),
-    )
+    ApiError::repo_not_found_because(format!(
+        "Repository Not Found for {plural} `{ns}/{name}`: this hub serves model and kernel repos only"
+    ))
 }
 
 /// An endpoint on a repo's files, with its still-encoded path segments.
