@@ -91,3 +91,22 @@ def test_signed_push_loads_and_unsigned_or_foreign_is_refused(kforge_hub, tmp_pa
         assert refused.returncode != 0, refused.stdout
         assert "SignatureError" in refused.stderr, refused.stderr
         assert "loaded" not in refused.stdout
+
+
+def test_push_to_a_case_variant_of_an_existing_repo_is_refused(kforge_hub, tmp_path):
+    """The hub holds `acme/Relu`; pushing to `acme/relu` used to pass the create step (409 = exists) and then
+    fail with a bare RepoNotFound on the first branch request."""
+    token = kforge_hub.token("alice", orgs=["acme"])
+    hub_env = kforge_hub.env(token)
+    run_kforge("push", make_project(tmp_path / "a", "_case_a"), "--repo", "acme/Relu", env=hub_env)
+    done = subprocess.run(
+        [str(kforge_bin()), "push", make_project(tmp_path / "b", "_case_b"), "--repo", "acme/relu"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **hub_env},
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "differ from the existing `acme/Relu` only in letter case" in done.stderr
+    assert "RepoNotFound" not in done.stderr and "not found" not in done.stderr.lower()

@@ -70,6 +70,29 @@ impl Answer {
             })
     }
 
+    /// A create's 409: fine when the existing repo is `repo_id` itself, an error when the hub holds it under
+    /// another spelling (a name differing only in letter case), which every later request would miss.
+    fn exists_as(mut self, repo_id: &str, url: &str) -> Result<(), ClientError> {
+        let header = self
+            .headers
+            .get("x-error-message")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = self.body.read_to_string().unwrap_or_default();
+        let existing = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.get("url")?.as_str().map(str::to_owned));
+        match existing {
+            Some(u) if !u.ends_with(&format!("/{repo_id}")) => Err(ClientError::Http {
+                method: "POST",
+                url: url.to_owned(),
+                status: 409,
+                message: header.unwrap_or_else(|| format!("the hub holds this repo as {u}")),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// The hub's error text: `X-Error-Message`, else the JSON `error`, else the raw body.
     fn error(mut self, method: &'static str, url: &str) -> ClientError {
         let header = self
@@ -218,7 +241,8 @@ impl HubClient {
         let payload = Some(("application/json", body.to_string().into_bytes()));
         let answer = self.send("POST", &url, payload, true)?;
         match answer.status {
-            200..=299 | 409 => Ok(()),
+            200..=299 => Ok(()),
+            409 => answer.exists_as(repo_id, &url),
             _ => Err(answer.error("POST", &url)),
         }
     }
