@@ -70,15 +70,20 @@ impl Answer {
             })
     }
 
-    /// A create's 409: fine when the existing repo is `repo_id` itself, an error when the hub holds it under
-    /// another spelling (a name differing only in letter case), which every later request would miss.
-    fn exists_as(mut self, repo_id: &str, url: &str) -> Result<(), ClientError> {
+    /// `X-Error-Message` and the body's text.
+    fn error_parts(&mut self) -> (Option<String>, String) {
         let header = self
             .headers
             .get("x-error-message")
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let text = self.body.read_to_string().unwrap_or_default();
+        (header, self.body.read_to_string().unwrap_or_default())
+    }
+
+    /// A create's 409: fine when the existing repo is `repo_id` itself, an error when the hub holds it under
+    /// another spelling (a name differing only in letter case), which every later request would miss.
+    fn exists_as(mut self, repo_id: &str, url: &str) -> Result<(), ClientError> {
+        let (header, text) = self.error_parts();
         let existing = serde_json::from_str::<Value>(&text)
             .ok()
             .and_then(|v| v.get("url")?.as_str().map(str::to_owned));
@@ -95,12 +100,7 @@ impl Answer {
 
     /// The hub's error text: `X-Error-Message`, else the JSON `error`, else the raw body.
     fn error(mut self, method: &'static str, url: &str) -> ClientError {
-        let header = self
-            .headers
-            .get("x-error-message")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let text = self.body.read_to_string().unwrap_or_default();
+        let (header, text) = self.error_parts();
         let message = header
             .or_else(|| {
                 serde_json::from_str::<Value>(&text)
