@@ -571,7 +571,7 @@ fn lfs_objects_of_other_repos_are_neither_revealed_nor_reusable() {
     let oid = hex::encode(Sha256::digest(&secret));
     let inline = b"inline secret".to_vec();
     let inline_oid = hex::encode(Sha256::digest(&inline));
-    for repo in ["acme/private", "evil/probe"] {
+    for repo in ["acme/weights", "evil/probe"] {
         let tok = if repo.starts_with("acme") {
             &alice
         } else {
@@ -579,14 +579,14 @@ fn lfs_objects_of_other_repos_are_neither_revealed_nor_reusable() {
         };
         t.create(tok, repo, "kernel");
     }
-    assert!(upload("acme/private", &alice, &secret, &oid));
+    assert!(upload("acme/weights", &alice, &secret, &oid));
     assert_eq!(
-        lfs_commit("acme/private", &alice, &oid, secret.len()).status,
+        lfs_commit("acme/weights", &alice, &oid, secret.len()).status,
         200
     );
     let sent = t.commit(
         &alice,
-        "kernels/acme/private",
+        "kernels/acme/weights",
         "main",
         ndjson(json!({}), &[file_op("i.txt", &inline)]),
     );
@@ -639,7 +639,7 @@ fn lfs_objects_of_other_repos_are_neither_revealed_nor_reusable() {
         200
     );
     // The owner still skips re-uploads, and a later upload of the same bytes to its repo needs no PUT.
-    assert!(!upload("acme/private", &alice, &secret, &oid));
+    assert!(!upload("acme/weights", &alice, &secret, &oid));
     assert!(!upload("evil/probe", &mallory, &secret, &oid));
 }
 
