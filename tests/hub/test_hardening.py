@@ -4,6 +4,7 @@ types, ranged reads at the edges, ref-name collisions, settings the hub cannot h
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -248,3 +249,42 @@ def test_super_squash_history(alice, tmp_path: Path):
     with pytest.raises(HfHubHTTPError) as ei:
         alice.super_squash_history(repo, branch="nope")
     assert ei.value.response.status_code == 404
+
+
+def test_list_models_and_kernels(kforge_hub, alice):
+    """`HfApi.list_models` (and `GET /api/kernels`): readable repos only, author/search narrowing, sorting,
+    pages joined by `Link` headers; filters on metadata the hub does not keep are refused."""
+    for repo, kind, private in [
+        ("acme/list-a", "model", False),
+        ("acme/list-b", "model", True),
+        ("acme/list-k", "kernel", False),
+    ]:
+        alice.create_repo(repo, repo_type=kind, private=private)
+    bob = HfApi(endpoint=kforge_hub.url, token=kforge_hub.token("bob", orgs=["bobs"]))
+    bob.create_repo("bobs/list-c")
+
+    assert [m.id for m in alice.list_models(author="acme", search="list-")] == ["acme/list-a", "acme/list-b"]
+    assert [m.id for m in bob.list_models(search="LIST-")] == ["acme/list-a", "bobs/list-c"]  # b is private
+    newest = [m.id for m in alice.list_models(search="list-", sort="created_at")]
+    assert newest == ["bobs/list-c", "acme/list-b", "acme/list-a"]
+    time.sleep(1.1)  # commit times have one-second resolution
+    alice.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="acme/list-b")
+    assert [m.id for m in alice.list_models(search="list-", sort="last_modified")][0] == "acme/list-b"
+    info = next(iter(alice.list_models(author="ACME", search="list-a")))
+    assert info.private is False and info.sha == alice.repo_info("acme/list-a").sha
+    with pytest.raises(BadRequestError, match="keeps no tags"):
+        list(alice.list_models(filter="text-generation"))
+    assert list(alice.list_models(gated=True)) == []
+    assert list(alice.list_datasets()) == []
+
+    # Pages of one, followed through the absolute Link header as the client does.
+    url, seen = f"{kforge_hub.url}/api/kernels?search=list-&limit=1", []
+    bob.create_repo("bobs/list-k2", repo_type="kernel")
+    while url:
+        page = raw_get(url)
+        assert page.status == 200
+        seen += [item["id"] for item in json.loads(page.body)]
+        link = page.headers.get("link", "")
+        url = link[1 : link.index(">")] if 'rel="next"' in link else None
+        assert url is None or url.startswith(kforge_hub.url)
+    assert seen == ["acme/list-k", "bobs/list-k2"]

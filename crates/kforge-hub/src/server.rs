@@ -214,6 +214,10 @@ async fn route(hub: Shared, req: Request) -> ApiResult {
         ["api", "kforge", "lfs-upload", ticket] if method == Method::PUT => {
             lfs_upload(hub, ticket.to_string(), req).await
         }
+        ["api", "models"] if get_or_head => list_repos(hub, RepoType::Model, req).await,
+        ["api", "kernels"] if get_or_head => list_repos(hub, RepoType::Kernel, req).await,
+        // No dataset or space repo exists here, so their listings are empty (not an error).
+        ["api", "datasets" | "spaces"] if get_or_head => Ok(axum::Json(json!([])).into_response()),
         // The client asks these of dataset/space repos (`repo_exists`, `file_exists`, `hf_hub_download`) and
         // of namespace-less ids; RepoNotFound lets it answer "does not exist" instead of a generic error.
         ["api", ty @ ("datasets" | "spaces"), ns, name, ..] => {
@@ -728,6 +732,101 @@ async fn snapshot(
     })
     .await?;
     Ok((repo, commit, tree))
+}
+
+/// Repos per listing page (the Hub pages `list_models` too).
+const LIST_PAGE: usize = 1000;
+
+/// `list_models` (and `/api/kernels`): the repos of one type the caller can read, by id, or newest first for
+/// `sort=createdAt|lastModified`; `author` (any letter case) and `search` (a substring of the id, any case)
+/// narrow it; pages with an absolute `Link: <…>; rel="next"`. Filters on metadata this hub does not keep
+/// (tags, pipelines, inference) are refused rather than ignored.
+async fn list_repos(hub: Shared, repo_type: RepoType, req: Request) -> ApiResult {
+    let who = identify(&hub, req.headers()).await?;
+    let q = query_pairs(req.uri().query());
+    const UNKEPT: [&str; 7] = [
+        "filter",
+        "apps",
+        "inference",
+        "inference_provider",
+        "pipeline_tag",
+        "num_parameters",
+        "language",
+    ];
+    if let Some((k, v)) = q.iter().find(|(k, _)| UNKEPT.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(format!(
+            "`{k}={v}`: this hub keeps no tags, pipelines or inference metadata; list with `author` and \
+             `search` instead"
+        )));
+    }
+    let newest_first = match query_value(&q, "sort") {
+        None | Some("id" | "downloads" | "likes" | "trendingScore") => None, // all 0 here: id order
+        Some(key @ ("createdAt" | "lastModified")) => Some(key == "lastModified"),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "`sort={other}` is not supported; use createdAt, lastModified or leave it out (id order)"
+            )));
+        }
+    };
+    // Nothing here is gated: `gated=true` lists nothing, `gated=false` everything.
+    let only_gated = query_flag(&q, "gated");
+    let author = query_value(&q, "author").map(str::to_owned);
+    let search = query_value(&q, "search").map(str::to_ascii_lowercase);
+    let start = index_param(&q, "cursor", |c| {
+        format!("cursor `{c}` is not one this hub issued")
+    })?;
+    let limit = page_limit(&q, LIST_PAGE);
+    let meta = hub.meta.clone();
+    let (items, more) = blocking(move || {
+        let mut repos: Vec<Repo> = meta
+            .list_repos()?
+            .into_iter()
+            .filter(|r| r.key.repo_type == repo_type && can_read(who.as_ref(), r) && !only_gated)
+            .filter(|r| author.as_ref().is_none_or(|a| r.key.namespace.eq_ignore_ascii_case(a)))
+            .filter(|r| search.as_ref().is_none_or(|s| r.key.id().to_ascii_lowercase().contains(s)))
+            .collect();
+        let head = |r: &Repo| meta.resolve(r, "main");
+        match newest_first {
+            None => repos.sort_by_key(|r| r.key.id()),
+            // Times are in seconds; the row id (creation order) breaks ties.
+            Some(false) => repos.sort_by_key(|r| std::cmp::Reverse((r.created, r.rowid))),
+            Some(true) => {
+                let mut dated = repos
+                    .into_iter()
+                    .map(|r| Ok((head(&r)?.created, r)))
+                    .collect::<Result<Vec<_>, StoreError>>()?;
+                dated.sort_by_key(|(t, r)| std::cmp::Reverse((*t, r.rowid)));
+                repos = dated.into_iter().map(|(_, r)| r).collect();
+            }
+        }
+        if start > repos.len() {
+            return Err(ApiError::bad_request(format!(
+                "cursor `{start}` is past the end of this listing ({} repos); start again without a cursor",
+                repos.len()
+            )));
+        }
+        let end = start.saturating_add(limit).min(repos.len());
+        let page = &repos[start..end];
+        let items = page
+            .iter()
+            .map(|r| {
+                let commit = head(r)?;
+                Ok(json!({
+                    "_id": format!("{:024x}", r.rowid), "id": r.key.id(), "modelId": r.key.id(),
+                    "author": r.key.namespace, "sha": commit.id, "lastModified": iso8601(commit.created),
+                    "createdAt": iso8601(r.created), "private": r.private, "gated": false,
+                    "disabled": false, "downloads": 0, "likes": 0, "tags": [],
+                }))
+            })
+            .collect::<Result<Vec<Value>, StoreError>>()?;
+        Ok((items, (end < repos.len()).then_some(end)))
+    })
+    .await?;
+    let mut resp = axum::Json(Value::Array(items)).into_response();
+    if let Some(next) = more {
+        link_next(&mut resp, &req, q, "cursor", next);
+    }
+    Ok(resp)
 }
 
 async fn repo_info(
