@@ -810,13 +810,9 @@ async fn list_repos(hub: Shared, repo_type: RepoType, req: Request) -> ApiResult
         let items = page
             .iter()
             .map(|r| {
-                let commit = head(r)?;
-                Ok(json!({
-                    "_id": format!("{:024x}", r.rowid), "id": r.key.id(), "modelId": r.key.id(),
-                    "author": r.key.namespace, "sha": commit.id, "lastModified": iso8601(commit.created),
-                    "createdAt": iso8601(r.created), "private": r.private, "gated": false,
-                    "disabled": false, "downloads": 0, "likes": 0, "tags": [],
-                }))
+                let mut item = repo_json(r, &head(r)?);
+                item["modelId"] = json!(r.key.id());
+                Ok(item)
             })
             .collect::<Result<Vec<Value>, StoreError>>()?;
         Ok((items, (end < repos.len()).then_some(end)))
@@ -851,11 +847,17 @@ async fn repo_info(
             }
         })
         .collect();
-    let id = key.id();
-    Ok(axum::Json(json!({
+    let mut info = repo_json(&repo, &commit);
+    info["siblings"] = json!(siblings);
+    Ok(axum::Json(info).into_response())
+}
+
+/// What `repo_info` and the listings say of a repo at `commit`.
+fn repo_json(repo: &Repo, commit: &Commit) -> Value {
+    json!({
         "_id": format!("{:024x}", repo.rowid),
-        "id": id,
-        "author": key.namespace,
+        "id": repo.key.id(),
+        "author": repo.key.namespace,
         "sha": commit.id,
         "lastModified": iso8601(commit.created),
         "createdAt": iso8601(repo.created),
@@ -865,9 +867,7 @@ async fn repo_info(
         "downloads": 0,
         "likes": 0,
         "tags": [],
-        "siblings": siblings,
-    }))
-    .into_response())
+    })
 }
 
 fn file_json(path: &str, e: &crate::model::FileEntry) -> Value {
