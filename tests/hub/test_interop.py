@@ -330,3 +330,26 @@ def test_local_dir_downloads_and_ranged_reads(kforge_hub, alice, tmp_path):
     with fs.open("acme/fs/dir/blob.bin", "rb", block_size=4096) as f:
         f.seek(1000)
         assert f.read(300) == data[1000:1300]
+
+
+def test_hf_file_system(kforge_hub, alice):
+    """fsspec's `HfFileSystem` (tree, paths-info, ranged resolve, commits) works against the hub unchanged."""
+    from huggingface_hub import HfFileSystem
+
+    alice.create_repo("acme/fs")
+    alice.upload_file(path_or_fileobj=b"hello world", path_in_repo="d/a.txt", repo_id="acme/fs")
+    fs = HfFileSystem(endpoint=kforge_hub.url, token=alice.token)
+    assert fs.ls("acme/fs", detail=False) == ["acme/fs/d"]
+    [entry] = fs.ls("acme/fs/d", detail=True)
+    assert (entry["name"], entry["size"], entry["type"]) == ("acme/fs/d/a.txt", 11, "file")
+    assert entry["blob_id"] == hashlib.sha1(b"blob 11\0hello world").hexdigest()
+    with fs.open("acme/fs/d/a.txt", "rb") as f:
+        f.seek(6)
+        assert f.read(5) == b"world"
+    assert fs.glob("acme/fs/**/*.txt") == ["acme/fs/d/a.txt"]
+    assert fs.isdir("acme/fs/d") and not fs.exists("acme/fs/nope")
+    with fs.open("acme/fs/new.txt", "wb") as f:
+        f.write(b"written via fs")
+    assert fs.cat("acme/fs/new.txt") == b"written via fs"
+    fs.rm("acme/fs/new.txt")
+    assert sorted(alice.list_repo_files("acme/fs")) == ["d/a.txt"]
