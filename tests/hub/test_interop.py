@@ -6,6 +6,9 @@ Every call goes over HTTP to the Rust server; nothing is mocked. Both repo types
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -353,3 +356,33 @@ def test_hf_file_system(kforge_hub, alice):
     assert fs.cat("acme/fs/new.txt") == b"written via fs"
     fs.rm("acme/fs/new.txt")
     assert sorted(alice.list_repo_files("acme/fs")) == ["d/a.txt"]
+
+
+def test_hf_cli(kforge_hub, alice, tmp_path: Path):
+    """The `hf` command line of huggingface_hub, pointed at the hub with HF_ENDPOINT / HF_TOKEN."""
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": kforge_hub.url,
+        "HF_TOKEN": alice.token,
+        "HF_HOME": str(tmp_path / "home"),
+    }
+    hf = str(Path(sys.executable).parent / "hf")
+    files = make_folder(tmp_path / "up")
+
+    def run(*args: str) -> str:
+        done = subprocess.run([hf, *args], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (args, done.stdout + done.stderr)
+        return done.stdout
+
+    assert "user: alice" in run("auth", "whoami")
+    run("repos", "create", "acme/cli")
+    run("upload", "acme/cli", str(tmp_path / "up"), ".")
+    run("repos", "branch", "create", "acme/cli", "v1")
+    run("repos", "tag", "create", "acme/cli", "t1")
+    run("download", "acme/cli", "--revision", "v1", "--local-dir", str(tmp_path / "down"))
+    for rel, data in files.items():
+        assert (tmp_path / "down" / rel).read_bytes() == data, rel
+    refs = alice.list_repo_refs("acme/cli")
+    assert {b.name for b in refs.branches} == {"main", "v1"} and [t.name for t in refs.tags] == ["t1"]
+    run("repos", "delete", "acme/cli", "--yes")
+    assert alice.repo_exists("acme/cli") is False
