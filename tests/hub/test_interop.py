@@ -386,3 +386,27 @@ def test_hf_cli(kforge_hub, alice, tmp_path: Path):
     assert {b.name for b in refs.branches} == {"main", "v1"} and [t.name for t in refs.tags] == ["t1"]
     run("repos", "delete", "acme/cli", "--yes")
     assert alice.repo_exists("acme/cli") is False
+
+
+def test_tree_and_paths_info_expand_give_last_commits(alice):
+    repo = "acme/expand"
+    alice.create_repo(repo)
+
+    def put(path: str, data: bytes) -> str:
+        return alice.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo).oid
+
+    first = put("a.txt", b"a")
+    put("d/x.txt", b"x1")
+    second = put("d/x.txt", b"x2")
+    third = put("b.txt", b"b")
+    expected = {"a.txt": first, "b.txt": third, "d": second, "d/x.txt": second}
+    listed = {e.path: e.last_commit for e in alice.list_repo_tree(repo, recursive=True, expand=True)}
+    assert {p: c.oid for p, c in listed.items()} == expected
+    assert listed["b.txt"].title == "Upload b.txt with huggingface_hub" and listed["b.txt"].date is not None
+    infos = alice.get_paths_info(repo, ["d", "a.txt"], expand=True)
+    assert {i.path: i.last_commit.oid for i in infos} == {"d": second, "a.txt": first}
+    # Without expand nothing is walked or added.
+    assert all(e.last_commit is None for e in alice.list_repo_tree(repo, recursive=True))
+    # At an older revision the walk starts there.
+    old = {e.path: e.last_commit.oid for e in alice.list_repo_tree(repo, revision=first, expand=True)}
+    assert old == {"a.txt": first}

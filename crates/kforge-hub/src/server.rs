@@ -883,7 +883,7 @@ async fn tree(
     req: Request,
 ) -> ApiResult {
     let q = query_pairs(req.uri().query());
-    let (_, commit, tree) = snapshot(&hub, &key, who.as_ref(), &rev).await?;
+    let (repo, commit, tree) = snapshot(&hub, &key, who.as_ref(), &rev).await?;
     let dir = dir.trim_end_matches('/').to_owned();
     if !dir.is_empty() {
         validate_repo_path(&dir).map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -895,7 +895,15 @@ async fn tree(
     let start = index_param(&q, "cursor", |c| {
         format!("cursor `{c}` is not one this hub issued")
     })?;
-    let limit = page_limit(&q, TREE_PAGE);
+    let expand = query_flag(&q, "expand");
+    let limit = page_limit(
+        &q,
+        if expand {
+            EXPANDED_TREE_PAGE
+        } else {
+            TREE_PAGE
+        },
+    );
     if start > all.len() {
         return Err(ApiError::bad_request(format!(
             "cursor `{start}` is past the end of this listing ({} entries); start again without a cursor",
@@ -903,15 +911,16 @@ async fn tree(
         )));
     }
     let end = start.saturating_add(limit).min(all.len());
-    let page: Vec<Value> = all[start..end]
+    let mut page: Vec<Value> = all[start..end]
         .iter()
         .map(|item| match item {
             Listing::File(path, e) => file_json(path, e),
-            Listing::Dir(d) => {
-                json!({ "type": "directory", "oid": tree.dir_oid(d), "size": 0, "path": d })
-            }
+            Listing::Dir(d) => dir_json(&tree, d),
         })
         .collect();
+    if expand {
+        add_last_commits(&hub, &repo, &commit, &mut page).await?;
+    }
     let mut resp = axum::Json(page).into_response();
     if end < all.len() {
         link_next(&mut resp, &req, q, "cursor", end);
@@ -1113,20 +1122,82 @@ async fn paths_info(
         .filter(|(k, _)| k == "paths")
         .map(|(_, v)| v.trim_end_matches('/').to_owned())
         .collect();
-    let (_, _, tree) = snapshot(&hub, &key, who.as_ref(), &rev).await?;
-    let out: Vec<Value> = paths
+    let expand = form_urlencoded::parse(&bytes)
+        .any(|(k, v)| k == "expand" && (v.eq_ignore_ascii_case("true") || v == "1"));
+    let (repo, commit, tree) = snapshot(&hub, &key, who.as_ref(), &rev).await?;
+    let mut out: Vec<Value> = paths
         .iter()
         .filter_map(|p| {
             if let Some(e) = tree.files.get(p) {
                 Some(file_json(p, e))
             } else if !p.is_empty() && tree.is_dir(p) {
-                Some(json!({ "type": "directory", "oid": tree.dir_oid(p), "size": 0, "path": p }))
+                Some(dir_json(&tree, p))
             } else {
                 None
             }
         })
         .collect();
+    if expand {
+        add_last_commits(&hub, &repo, &commit, &mut out).await?;
+    }
     Ok(axum::Json(out).into_response())
+}
+
+/// Entries per tree page with `expand` (each one walks the history), as the Hub pages it smaller too.
+const EXPANDED_TREE_PAGE: usize = 100;
+
+fn dir_json(tree: &Tree, dir: &str) -> Value {
+    json!({ "type": "directory", "oid": tree.dir_oid(dir), "size": 0, "path": dir })
+}
+
+/// `expand=true` on tree and paths-info: each entry's `lastCommit`, the newest commit of `head`'s history in
+/// which the file (or, for a folder, its oid) differs from the parent commit's.
+async fn add_last_commits(
+    hub: &Shared,
+    repo: &Repo,
+    head: &Commit,
+    entries: &mut [Value],
+) -> Result<(), ApiError> {
+    let (meta, repo, head) = (hub.meta.clone(), repo.clone(), head.id.clone());
+    let wanted: Vec<(String, bool)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["path"].as_str().unwrap_or_default().to_owned(),
+                e["type"] == "directory",
+            )
+        })
+        .collect();
+    let found = blocking(move || {
+        let history = meta.history(&repo, &head, usize::MAX)?;
+        let trees = history
+            .iter()
+            .map(|c| meta.tree(&c.tree_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let state = |tree: &Tree, path: &str, dir: bool| {
+            if dir {
+                tree.is_dir(path).then(|| tree.dir_oid(path))
+            } else {
+                tree.files.get(path).map(|f| f.sha1.clone())
+            }
+        };
+        Ok(wanted
+            .iter()
+            .map(|(path, dir)| {
+                let now = state(&trees[0], path, *dir);
+                let i = (0..history.len())
+                    .find(|&i| trees.get(i + 1).and_then(|t| state(t, path, *dir)) != now)
+                    .unwrap_or(history.len() - 1);
+                let c = &history[i];
+                json!({ "id": c.id, "title": c.title, "date": iso8601(c.created) })
+            })
+            .collect::<Vec<Value>>())
+    })
+    .await?;
+    for (entry, last) in entries.iter_mut().zip(found) {
+        entry["lastCommit"] = last;
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
