@@ -1616,6 +1616,7 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                 key.id()
             );
             let mut objects = Vec::with_capacity(body.objects.len());
+            let mut swept = false;
             for o in body.objects {
                 let (Some(oid), Some(size)) = (o.oid.as_str(), o.size.as_u64()) else {
                     // Echo the oid as sent (a string stays a string) so the client can tell which object failed.
@@ -1653,10 +1654,11 @@ async fn lfs_objects(hub: Shared, key: RepoKey, action: String, req: Request) ->
                         let mut tickets = hub.tickets.lock().unwrap_or_else(|p| p.into_inner());
                         let now = Instant::now();
                         let cap = hub.config.max_pending_uploads;
-                        if tickets.len() >= cap {
-                            // Expired tickets are swept only when the table is full, so a batch of many
-                            // objects stays linear.
+                        if tickets.len() >= cap && !swept {
+                            // Expired tickets are swept when the table is full, at most once per request, so
+                            // a batch of many objects stays linear even against a full table.
                             tickets.retain(|_, t| t.expires > now);
+                            swept = true;
                         }
                         if tickets.len() >= cap {
                             objects.push(json!({ "oid": oid, "size": size, "error": { "code": 429, "message":
