@@ -1170,10 +1170,6 @@ async fn add_last_commits(
         .collect();
     let found = blocking(move || {
         let history = meta.history(&repo, &head, usize::MAX)?;
-        let trees = history
-            .iter()
-            .map(|c| meta.tree(&c.tree_id))
-            .collect::<Result<Vec<_>, _>>()?;
         let state = |tree: &Tree, path: &str, dir: bool| {
             if dir {
                 tree.is_dir(path).then(|| tree.dir_oid(path))
@@ -1181,14 +1177,32 @@ async fn add_last_commits(
                 tree.files.get(path).map(|f| f.sha1.clone())
             }
         };
-        Ok(wanted
-            .iter()
-            .map(|(path, dir)| {
-                let now = state(&trees[0], path, *dir);
-                let i = (0..history.len())
-                    .find(|&i| trees.get(i + 1).and_then(|t| state(t, path, *dir)) != now)
-                    .unwrap_or(history.len() - 1);
-                let c = &history[i];
+        // Newest first, loading each tree once and stopping when every entry has its commit (a push that
+        // replaces build/ settles all of them at the first step).
+        let first = meta.tree(&history[0].tree_id)?;
+        let mut states: Vec<Option<String>> =
+            wanted.iter().map(|(p, d)| state(&first, p, *d)).collect();
+        let mut last: Vec<Option<usize>> = vec![None; wanted.len()];
+        for i in 0..history.len() {
+            let parent = history
+                .get(i + 1)
+                .map(|c| meta.tree(&c.tree_id))
+                .transpose()?;
+            for (j, (path, dir)) in wanted.iter().enumerate() {
+                let before = parent.as_ref().and_then(|t| state(t, path, *dir));
+                if last[j].is_none() && before != states[j] {
+                    last[j] = Some(i);
+                }
+                states[j] = before;
+            }
+            if parent.is_none() || last.iter().all(Option::is_some) {
+                break;
+            }
+        }
+        Ok(last
+            .into_iter()
+            .map(|i| {
+                let c = &history[i.unwrap_or(history.len() - 1)];
                 json!({ "id": c.id, "title": c.title, "date": iso8601(c.created) })
             })
             .collect::<Vec<Value>>())
