@@ -737,6 +737,13 @@ async fn snapshot(
 /// Repos per listing page (the Hub pages `list_models` too).
 const LIST_PAGE: usize = 1000;
 
+/// `sort` of a listing: by id, or newest first by creation or by the head commit of `main`.
+enum ListOrder {
+    Id,
+    Created,
+    Modified,
+}
+
 /// `list_models` (and `/api/kernels`): the repos of one type the caller can read, by id, or newest first for
 /// `sort=createdAt|lastModified`; `author` (any letter case) and `search` (a substring of the id, any case)
 /// narrow it; pages with an absolute `Link: <…>; rel="next"`. Filters on metadata this hub does not keep
@@ -759,9 +766,10 @@ async fn list_repos(hub: Shared, repo_type: RepoType, req: Request) -> ApiResult
              `search` instead"
         )));
     }
-    let newest_first = match query_value(&q, "sort") {
-        None | Some("id" | "downloads" | "likes" | "trendingScore") => None, // all 0 here: id order
-        Some(key @ ("createdAt" | "lastModified")) => Some(key == "lastModified"),
+    let order = match query_value(&q, "sort") {
+        None | Some("id" | "downloads" | "likes" | "trendingScore") => ListOrder::Id, // all 0 here
+        Some("createdAt") => ListOrder::Created,
+        Some("lastModified") => ListOrder::Modified,
         Some(other) => {
             return Err(ApiError::bad_request(format!(
                 "`sort={other}` is not supported; use createdAt, lastModified or leave it out (id order)"
@@ -778,44 +786,53 @@ async fn list_repos(hub: Shared, repo_type: RepoType, req: Request) -> ApiResult
     let limit = page_limit(&q, LIST_PAGE);
     let meta = hub.meta.clone();
     let (items, more) = blocking(move || {
-        let mut repos: Vec<Repo> = meta
+        // Each repo with its head commit, resolved up front only when the order needs it.
+        let mut repos: Vec<(Repo, Option<Commit>)> = meta
             .list_repos()?
             .into_iter()
             .filter(|r| r.key.repo_type == repo_type && can_read(who.as_ref(), r) && !only_gated)
-            .filter(|r| author.as_ref().is_none_or(|a| r.key.namespace.eq_ignore_ascii_case(a)))
-            .filter(|r| search.as_ref().is_none_or(|s| r.key.id().to_ascii_lowercase().contains(s)))
+            .filter(|r| {
+                author
+                    .as_ref()
+                    .is_none_or(|a| r.key.namespace.eq_ignore_ascii_case(a))
+            })
+            .filter(|r| {
+                search
+                    .as_ref()
+                    .is_none_or(|s| r.key.id().to_ascii_lowercase().contains(s))
+            })
+            .map(|r| (r, None))
             .collect();
-        let head = |r: &Repo| meta.resolve(r, "main");
-        match newest_first {
-            None => repos.sort_by_key(|r| r.key.id()),
-            // Times are in seconds; the row id (creation order) breaks ties.
-            Some(false) => repos.sort_by_key(|r| std::cmp::Reverse((r.created, r.rowid))),
-            Some(true) => {
-                let mut dated = repos
-                    .into_iter()
-                    .map(|r| Ok((head(&r)?.created, r)))
-                    .collect::<Result<Vec<_>, StoreError>>()?;
-                dated.sort_by_key(|(t, r)| std::cmp::Reverse((*t, r.rowid)));
-                repos = dated.into_iter().map(|(_, r)| r).collect();
+        // Times are in seconds; the row id (creation order) breaks ties.
+        match order {
+            ListOrder::Id => repos.sort_by_key(|(r, _)| r.key.id()),
+            ListOrder::Created => {
+                repos.sort_by_key(|(r, _)| std::cmp::Reverse((r.created, r.rowid)))
+            }
+            ListOrder::Modified => {
+                for (r, head) in &mut repos {
+                    *head = Some(meta.resolve(r, "main")?);
+                }
+                repos.sort_by_key(|(r, head)| {
+                    std::cmp::Reverse((head.as_ref().map_or(0, |c| c.created), r.rowid))
+                });
             }
         }
-        if start > repos.len() {
-            return Err(ApiError::bad_request(format!(
-                "cursor `{start}` is past the end of this listing ({} repos); start again without a cursor",
-                repos.len()
-            )));
-        }
-        let end = start.saturating_add(limit).min(repos.len());
-        let page = &repos[start..end];
-        let items = page
-            .iter()
-            .map(|r| {
-                let mut item = repo_json(r, &head(r)?);
+        let range = cursor_page(start, limit, repos.len(), "repos")?;
+        let more = (range.end < repos.len()).then_some(range.end);
+        let items = repos
+            .drain(range)
+            .map(|(r, head)| {
+                let head = match head {
+                    Some(c) => c,
+                    None => meta.resolve(&r, "main")?,
+                };
+                let mut item = repo_json(&r, &head);
                 item["modelId"] = json!(r.key.id());
                 Ok(item)
             })
             .collect::<Result<Vec<Value>, StoreError>>()?;
-        Ok((items, (end < repos.len()).then_some(end)))
+        Ok((items, more))
     })
     .await?;
     let mut resp = axum::Json(Value::Array(items)).into_response();
@@ -904,14 +921,9 @@ async fn tree(
             TREE_PAGE
         },
     );
-    if start > all.len() {
-        return Err(ApiError::bad_request(format!(
-            "cursor `{start}` is past the end of this listing ({} entries); start again without a cursor",
-            all.len()
-        )));
-    }
-    let end = start.saturating_add(limit).min(all.len());
-    let mut page: Vec<Value> = all[start..end]
+    let range = cursor_page(start, limit, all.len(), "entries")?;
+    let end = range.end;
+    let mut page: Vec<Value> = all[range]
         .iter()
         .map(|item| match item {
             Listing::File(path, e) => file_json(path, e),
@@ -1118,12 +1130,13 @@ async fn paths_info(
     let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BODY)
         .await
         .map_err(|e| body_error(&e, "paths-info", MAX_JSON_BODY, ""))?;
-    let paths: Vec<String> = form_urlencoded::parse(&bytes)
+    let form: Vec<(String, String)> = form_urlencoded::parse(&bytes).into_owned().collect();
+    let paths: Vec<String> = form
+        .iter()
         .filter(|(k, _)| k == "paths")
         .map(|(_, v)| v.trim_end_matches('/').to_owned())
         .collect();
-    let expand = form_urlencoded::parse(&bytes)
-        .any(|(k, v)| k == "expand" && (v.eq_ignore_ascii_case("true") || v == "1"));
+    let expand = query_flag(&form, "expand");
     let (repo, commit, tree) = snapshot(&hub, &key, who.as_ref(), &rev).await?;
     let mut out: Vec<Value> = paths
         .iter()
@@ -1983,6 +1996,21 @@ fn index_param(
         None => Ok(0),
         Some(v) => v.parse().map_err(|_| ApiError::bad_request(bad(v))),
     }
+}
+
+/// `start..end` of a cursor page of `limit` over `len` items; a cursor past the end is a 400.
+fn cursor_page(
+    start: usize,
+    limit: usize,
+    len: usize,
+    noun: &str,
+) -> Result<std::ops::Range<usize>, ApiError> {
+    if start > len {
+        return Err(ApiError::bad_request(format!(
+            "cursor `{start}` is past the end of this listing ({len} {noun}); start again without a cursor"
+        )));
+    }
+    Ok(start..start.saturating_add(limit).min(len))
 }
 
 /// The page size asked for with `limit`, within 1..=`max` (`max` when absent or not a number).
