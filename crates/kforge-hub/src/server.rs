@@ -548,14 +548,14 @@ async fn create_repo(hub: Shared, req: Request) -> ApiResult {
     refuse_reserved(&key.namespace)?;
     require_write(&id, &key.namespace)?;
     let private = parse_private(body.private, body.visibility.as_deref())?.unwrap_or(false);
-    let meta = hub.meta.clone();
-    let k = key.clone();
-    match blocking(move || Ok(meta.create_repo(&k, private, &id.user))).await? {
+    let (meta, k, author) = (hub.meta.clone(), key.clone(), id.user.clone());
+    match blocking(move || Ok(meta.create_repo(&k, private, &author))).await? {
         Ok(_) => {
             let url = repo_url(&base, &key);
             Ok(axum::Json(json!({ "url": url, "name": key.id(), "id": key.id() })).into_response())
         }
         Err(e) => {
+            let e = hide_unreadable_conflict(&hub, &id, e).await?;
             // `create_repo(exist_ok=True)` reads `url` from the 409 body: the existing repo's, so a
             // request that differs only in letter case gets the name to use.
             let existing = match &e {
@@ -569,6 +569,37 @@ async fn create_repo(hub: Shared, req: Request) -> ApiResult {
             Err(e)
         }
     }
+}
+
+/// A case conflict with a repo the caller may not read (possible only where a data directory from before
+/// namespaces were kept case-distinct holds two namespaces differing in case) must not name that repo: it
+/// becomes a 400 that says a case variant exists, nothing more.
+async fn hide_unreadable_conflict(
+    hub: &Shared,
+    who: &Identity,
+    e: StoreError,
+) -> Result<StoreError, ApiError> {
+    let StoreError::RepoCaseConflict {
+        requested,
+        existing,
+    } = e
+    else {
+        return Ok(e);
+    };
+    let meta = hub.meta.clone();
+    let key = existing.clone();
+    let repo = blocking(move || Ok(meta.repo(&key)?)).await?;
+    if repo.is_some_and(|r| can_read(Some(who), &r)) {
+        return Ok(StoreError::RepoCaseConflict {
+            requested,
+            existing,
+        });
+    }
+    Err(ApiError::bad_request(format!(
+        "repo `{}` would differ from an existing repo only in letter case, which the Hub treats as one name; \
+         pick another name",
+        requested.id()
+    )))
 }
 
 async fn delete_repo(hub: Shared, req: Request) -> ApiResult {
@@ -630,7 +661,9 @@ async fn move_repo(hub: Shared, req: Request) -> ApiResult {
     require_write(&id, &to.namespace)?;
     let url = repo_url(&base, &to);
     let (meta, t) = (hub.meta.clone(), to.clone());
-    blocking(move || Ok(meta.move_repo(&from, &t)?)).await?;
+    if let Err(e) = blocking(move || Ok(meta.move_repo(&from, &t))).await? {
+        return Err(hide_unreadable_conflict(&hub, &id, e).await?.into());
+    }
     Ok(axum::Json(json!({ "url": url, "name": to.id(), "id": to.id() })).into_response())
 }
 

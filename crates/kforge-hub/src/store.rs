@@ -249,6 +249,32 @@ fn find_repo_any_case(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Opti
     .optional()
 }
 
+/// Refuses a user or organisation name that differs only in letter case from a namespace already known (a
+/// token's user, an organisation, or the owner of a stored repo): the Hub treats those as one name, and two such
+/// namespaces would let a repo-name case conflict name a repo its caller cannot read.
+fn refuse_namespace_case_variant(
+    conn: &Connection,
+    what: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    let existing: Option<String> = conn
+        .query_row(
+            "SELECT name FROM (SELECT user AS name FROM tokens UNION SELECT name FROM orgs
+                               UNION SELECT namespace FROM repos)
+             WHERE name = ?1 COLLATE NOCASE AND name != ?1 LIMIT 1",
+            params![name],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match existing {
+        Some(existing) => Err(StoreError::Invalid(format!(
+            "{what} `{name}` differs from the existing namespace `{existing}` only in letter case, which the Hub \
+             treats as one name; use `{existing}` or pick another name"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn conflict(requested: &RepoKey, existing: RepoKey) -> StoreError {
     if *requested == existing {
         StoreError::RepoExists(existing)
@@ -479,6 +505,20 @@ impl MetaStore for SqliteStore {
         let _w = self.write_guard();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        refuse_namespace_case_variant(&tx, "user name", user)?;
+        for (i, org) in orgs.iter().enumerate() {
+            refuse_namespace_case_variant(&tx, "organisation name", org)?;
+            let earlier = std::iter::once(user).chain(orgs[..i].iter().map(String::as_str));
+            if let Some(twin) = earlier
+                .into_iter()
+                .find(|n| n.eq_ignore_ascii_case(org) && *n != org)
+            {
+                return Err(StoreError::Invalid(format!(
+                    "organisation name `{org}` differs from `{twin}` only in letter case, which the Hub treats \
+                     as one name; spell both the same"
+                )));
+            }
+        }
         tx.execute(
             "INSERT INTO tokens (hash, user, write, orgs) VALUES (?1, ?2, ?3, ?4)",
             params![token_hash(&token), user, write, orgs.join(",")],
@@ -531,7 +571,9 @@ impl MetaStore for SqliteStore {
     fn set_org_trusted(&self, org: &str, trusted: bool) -> Result<(), StoreError> {
         validate_name("organisation name", org).map_err(StoreError::Invalid)?;
         let _w = self.write_guard();
-        self.conn()?.execute(
+        let conn = self.conn()?;
+        refuse_namespace_case_variant(&conn, "organisation name", org)?;
+        conn.execute(
             "INSERT INTO orgs (name, trusted) VALUES (?1, ?2)
              ON CONFLICT (name) DO UPDATE SET trusted = excluded.trusted",
             params![org, trusted],
@@ -1169,6 +1211,17 @@ mod tests {
                 trusted: false
             })
         );
+        // Namespaces that differ only in letter case are one name on the Hub.
+        for (user, orgs) in [
+            ("Alice", vec![]),
+            ("bob", vec!["ACME".to_owned()]),
+            ("carol", vec!["Carol".into()]),
+        ] {
+            let err = store.create_token(user, true, &orgs).unwrap_err();
+            assert!(err.to_string().contains("only in letter case"), "{err}");
+        }
+        assert!(store.set_org_trusted("Acme", true).is_err());
+        assert!(store.create_token("ALICE2", true, &["acme".into()]).is_ok());
         store.set_org_trusted("acme", true).unwrap();
         assert!(store.org("acme").unwrap().unwrap().trusted);
         assert_eq!(store.org("nobody").unwrap(), None);

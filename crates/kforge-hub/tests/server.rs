@@ -644,6 +644,66 @@ fn lfs_objects_of_other_repos_are_neither_revealed_nor_reusable() {
 }
 
 #[test]
+fn a_case_conflict_never_names_a_repo_its_caller_cannot_read() {
+    let t = start(HubConfig::default());
+    let owner = t.token("acme", true, &[]);
+    let err = t.hub.meta.create_token("ACME", true, &[]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("differs from the existing namespace `acme` only in letter case"),
+        "{err}"
+    );
+    // A data directory from before namespaces were kept case-distinct may hold both spellings.
+    let twin = "hf_0123456789abcdef0123456789abcdef01234567";
+    rusqlite::Connection::open(t.dir.path().join("hub.sqlite"))
+        .unwrap()
+        .execute(
+            "INSERT INTO tokens (hash, user, write, orgs) VALUES (?1, 'Acme', 1, '')",
+            [kforge_hub::auth::token_hash(twin)],
+        )
+        .unwrap();
+    let create = |tok: &str, ns: &str, name: &str, private: bool| {
+        post_json(
+            &format!("{}/api/repos/create", t.url),
+            Some(tok),
+            json!({ "name": name, "organization": ns, "type": "kernel", "private": private }),
+        )
+    };
+    assert_eq!(create(&owner, "acme", "secret", true).status, 200);
+    assert_eq!(create(&owner, "acme", "open", false).status, 200);
+    let hidden = create(twin, "Acme", "Secret", false);
+    assert_eq!(hidden.status, 400);
+    let text = String::from_utf8_lossy(&hidden.body);
+    assert!(
+        text.contains("differ from an existing repo only in letter case")
+            && !text.contains("acme/")
+    );
+    let public = create(twin, "Acme", "OPEN", false);
+    assert_eq!(public.status, 409);
+    assert!(
+        public.json()["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/kernels/acme/open")
+    );
+    // The owner sees its own repo named, and a move onto a hidden twin is refused the same way.
+    assert_eq!(create(&owner, "acme", "SECRET", false).status, 409);
+    assert_eq!(create(twin, "Acme", "mine", false).status, 200);
+    let moved = post_json(
+        &format!("{}/api/repos/move", t.url),
+        Some(twin),
+        json!({ "fromRepo": "Acme/mine", "toRepo": "Acme/SECRET", "type": "kernel" }),
+    );
+    assert_eq!(
+        moved.status,
+        400,
+        "{}",
+        String::from_utf8_lossy(&moved.body)
+    );
+    assert!(!String::from_utf8_lossy(&moved.body).contains("acme/"));
+}
+
+#[test]
 fn pending_lfs_uploads_are_capped() {
     let t = start(HubConfig {
         max_pending_uploads: 3,
