@@ -251,7 +251,8 @@ fn find_repo_any_case(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Opti
 
 /// Refuses a user or organisation name that differs only in letter case from a namespace already known (a
 /// token's user, an organisation, or the owner of a stored repo): the Hub treats those as one name, and two such
-/// namespaces would let a repo-name case conflict name a repo its caller cannot read.
+/// namespaces would let a repo-name case conflict name a repo its caller cannot read. A name already known as
+/// spelled (a data directory from before this rule) keeps working.
 fn refuse_namespace_case_variant(
     conn: &Connection,
     what: &str,
@@ -259,9 +260,10 @@ fn refuse_namespace_case_variant(
 ) -> Result<(), StoreError> {
     let existing: Option<String> = conn
         .query_row(
-            "SELECT name FROM (SELECT user AS name FROM tokens UNION SELECT name FROM orgs
-                               UNION SELECT namespace FROM repos)
-             WHERE name = ?1 COLLATE NOCASE AND name != ?1 LIMIT 1",
+            "WITH known(name) AS (SELECT user FROM tokens UNION SELECT name FROM orgs
+                                  UNION SELECT namespace FROM repos)
+             SELECT name FROM known WHERE name = ?1 COLLATE NOCASE AND name != ?1
+               AND NOT EXISTS (SELECT 1 FROM known WHERE name = ?1) LIMIT 1",
             params![name],
             |r| r.get(0),
         )

@@ -701,6 +701,9 @@ fn a_case_conflict_never_names_a_repo_its_caller_cannot_read() {
         String::from_utf8_lossy(&moved.body)
     );
     assert!(!String::from_utf8_lossy(&moved.body).contains("acme/"));
+    // Both spellings already stored keep working: their users may still be given tokens.
+    assert!(t.hub.meta.create_token("Acme", true, &[]).is_ok());
+    assert!(t.hub.meta.create_token("aCME", true, &[]).is_err());
 }
 
 #[test]
