@@ -552,6 +552,8 @@ def main() -> int:
             print("\n".join(lines))
             print(f"    {'PASS' if ok else 'FAIL'} ({time.monotonic() - t0:.0f} s)\n", flush=True)
 
+    if v["cargo-fuzz"] == "unavailable":  # scripts/fuzz.sh installs it on a machine's first run
+        v["cargo-fuzz"] = versions()["cargo-fuzz"]
     failed = [p for p, r in results.items() if not r["ok"]]
     summary = ", ".join(f"{p} {'PASS' if r['ok'] else 'FAIL'}" for p, r in results.items())
     md = [
