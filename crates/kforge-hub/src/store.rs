@@ -211,13 +211,23 @@ fn find_repo(conn: &Connection, key: &RepoKey) -> rusqlite::Result<Option<Repo>>
     .optional()
 }
 
-fn branch_head(conn: &Connection, repo: &Repo, branch: &str) -> rusqlite::Result<Option<String>> {
+/// The commit a branch or tag points at, if it exists.
+fn ref_target(
+    conn: &Connection,
+    repo: &Repo,
+    kind: RefKind,
+    name: &str,
+) -> rusqlite::Result<Option<String>> {
     conn.query_row(
-        "SELECT target FROM refs WHERE repo = ?1 AND kind = 'branch' AND name = ?2",
-        params![repo.rowid, branch],
+        "SELECT target FROM refs WHERE repo = ?1 AND kind = ?2 AND name = ?3",
+        params![repo.rowid, kind.as_str(), name],
         |r| r.get(0),
     )
     .optional()
+}
+
+fn branch_head(conn: &Connection, repo: &Repo, branch: &str) -> rusqlite::Result<Option<String>> {
+    ref_target(conn, repo, RefKind::Branch, branch)
 }
 
 fn move_branch(conn: &Connection, repo: &Repo, branch: &str, target: &str) -> rusqlite::Result<()> {
@@ -507,17 +517,19 @@ impl MetaStore for SqliteStore {
         let _w = self.write_guard();
         let mut conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        refuse_namespace_case_variant(&tx, "user name", user)?;
-        for (i, org) in orgs.iter().enumerate() {
-            refuse_namespace_case_variant(&tx, "organisation name", org)?;
-            let earlier = std::iter::once(user).chain(orgs[..i].iter().map(String::as_str));
-            if let Some(twin) = earlier
-                .into_iter()
-                .find(|n| n.eq_ignore_ascii_case(org) && *n != org)
-            {
+        let names: Vec<(&str, &str)> = std::iter::once(("user name", user))
+            .chain(orgs.iter().map(|o| ("organisation name", o.as_str())))
+            .collect();
+        for (i, &(what, name)) in names.iter().enumerate() {
+            refuse_namespace_case_variant(&tx, what, name)?;
+            let twin = names[..i]
+                .iter()
+                .map(|&(_, n)| n)
+                .find(|n| n.eq_ignore_ascii_case(name) && *n != name);
+            if let Some(twin) = twin {
                 return Err(StoreError::Invalid(format!(
-                    "organisation name `{org}` differs from `{twin}` only in letter case, which the Hub treats \
-                     as one name; spell both the same"
+                    "{what} `{name}` differs from `{twin}` only in letter case, which the Hub treats as one \
+                     name; spell both the same"
                 )));
             }
         }
@@ -751,14 +763,7 @@ impl MetaStore for SqliteStore {
             RefKind::Branch => RefKind::Tag,
             RefKind::Tag => RefKind::Branch,
         };
-        let taken = tx
-            .query_row(
-                "SELECT 1 FROM refs WHERE repo = ?1 AND kind = ?2 AND name = ?3",
-                params![repo.rowid, other.as_str(), name],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if taken.is_some() {
+        if ref_target(&tx, repo, other, name)?.is_some() {
             return Err(StoreError::RefNameTaken {
                 kind: kind.as_str(),
                 other: other.as_str(),
